@@ -1,0 +1,57 @@
+"""WAV and raw PCM in and out, with the standard library only (shared by model, server and bench).
+
+Samples are float32 in [-1, 1] in memory and 16-bit little-endian PCM on the wire, mono.
+"""
+
+from __future__ import annotations
+
+import io
+import wave
+from pathlib import Path
+
+import numpy as np
+
+SAMPLE_RATE = 24_000
+
+
+def to_pcm16(samples: np.ndarray) -> bytes:
+    """float samples -> 16-bit little-endian PCM bytes (values outside [-1, 1] are clipped)."""
+    clipped = np.clip(np.asarray(samples, dtype=np.float32), -1.0, 1.0)
+    return (clipped * 32767.0).round().astype("<i2").tobytes()
+
+
+def from_pcm16(data: bytes) -> np.ndarray:
+    """16-bit little-endian PCM bytes -> float32 samples in [-1, 1]."""
+    usable = len(data) - len(data) % 2  # a trailing odd byte is half a sample: drop it
+    return np.frombuffer(data[:usable], dtype="<i2").astype(np.float32) / 32767.0
+
+
+def encode_wav(samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> bytes:
+    """A complete mono 16-bit WAV file in memory."""
+    buf = io.BytesIO()
+    with wave.open(buf, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate)
+        w.writeframes(to_pcm16(samples))
+    return buf.getvalue()
+
+
+def decode_wav(data: bytes) -> tuple[np.ndarray, int]:
+    """WAV bytes -> (float32 mono samples, sample rate). Raises wave.Error / EOFError if malformed."""
+    with wave.open(io.BytesIO(data), "rb") as w:
+        if w.getsampwidth() != 2:
+            raise wave.Error(f"expected 16-bit PCM, found {8 * w.getsampwidth()}-bit")
+        frames = w.readframes(w.getnframes())
+        channels, rate = w.getnchannels(), w.getframerate()
+    samples = from_pcm16(frames)
+    if channels > 1:
+        samples = samples.reshape(-1, channels).mean(axis=1)
+    return samples, rate
+
+
+def write_wav(path: str | Path, samples: np.ndarray, sample_rate: int = SAMPLE_RATE) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(encode_wav(samples, sample_rate))
+    return path
