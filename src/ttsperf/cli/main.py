@@ -38,7 +38,7 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-# (filled in as commands land)
+from ttsperf.cli import assets, info, synth  # noqa: E402
 
-for _module in ():
+for _module in (info, synth, assets):
     _module.register(app)
