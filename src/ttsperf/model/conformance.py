@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from ttsperf.model.config import ModelConfig
+from ttsperf.model.gpt import llama_forward
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import SamplingParams
 
@@ -51,9 +52,9 @@ def ours_stage_outputs(cfg: ModelConfig, assets: str | Path, inputs: dict) -> di
     ids = torch.from_numpy(np.asarray(inputs["gpt_ids"]))
     mask = torch.from_numpy(np.asarray(inputs["gpt_text_mask"]))
     t = ids.shape[1]
-    hidden = m.gpt(
-        inputs_embeds=m.embed.embed_prompt(ids, mask), position_ids=torch.arange(t)[None], use_cache=False
-    ).last_hidden_state
+    hidden, _ = llama_forward(
+        m.gpt, m.embed.embed_prompt(ids, mask), position_ids=torch.arange(t)[None], use_cache=False
+    )
     out["gpt_hidden"] = hidden.numpy()
     out["gpt_logits"] = m.embed.code_logits(hidden[:, -1]).numpy()
     out["decoder_mel"] = m.decoder(torch.from_numpy(np.asarray(inputs["decoder_hidden"]))).numpy()

@@ -9,6 +9,8 @@ ttsperf does not run; it is here so `Embed.safetensors` loads whole and the coun
 
 from __future__ import annotations
 
+import inspect
+
 import torch
 from torch import nn
 from torch.nn.utils import parametrize
@@ -16,6 +18,32 @@ from torch.nn.utils.parametrizations import weight_norm
 from transformers import LlamaConfig, LlamaModel
 
 from ttsperf.model.config import GPTConfig
+
+
+# transformers renamed `past_key_values` to `cache` (5.x) and dropped `cache_position`; speak both.
+_FORWARD = inspect.signature(LlamaModel.forward).parameters
+_CACHE_KW = "cache" if "cache" in _FORWARD else "past_key_values"
+_HAS_CACHE_POSITION = "cache_position" in _FORWARD
+
+
+def llama_forward(
+    model: LlamaModel,
+    inputs_embeds: torch.Tensor,
+    *,
+    attention_mask: torch.Tensor | None = None,
+    position_ids: torch.Tensor | None = None,
+    cache=None,
+    cache_position: torch.Tensor | None = None,
+    use_cache: bool = True,
+):
+    """(last hidden states, KV cache) from one LlamaModel forward, on any transformers >= 4.41."""
+    kwargs = {"inputs_embeds": inputs_embeds, "attention_mask": attention_mask, "position_ids": position_ids}
+    kwargs[_CACHE_KW] = cache
+    if _HAS_CACHE_POSITION and cache_position is not None:
+        kwargs["cache_position"] = cache_position
+    out = model(use_cache=use_cache, **kwargs)
+    new_cache = getattr(out, "cache", None) if _CACHE_KW == "cache" else out.past_key_values
+    return out.last_hidden_state, new_cache
 
 
 def llama_config(cfg: GPTConfig) -> LlamaConfig:

@@ -17,6 +17,7 @@ import torch
 
 from ttsperf.errors import UserError
 from ttsperf.model.config import ModelConfig
+from ttsperf.model.gpt import llama_forward
 from ttsperf.model.length import SpeechRate
 from ttsperf.model.sampling import SamplingParams, sample_row
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
@@ -154,16 +155,10 @@ class Pipeline:
         done = [False] * b
         history = torch.zeros(b, self.cfg.gpt.num_vq, 0, dtype=torch.long, device=self.device)
         for step in range(max(limits)):
-            out = gpt(
-                inputs_embeds=inputs,
-                attention_mask=attn,
-                position_ids=positions,
-                past_key_values=cache,
-                use_cache=True,
-                cache_position=cache_position,
+            states, cache = llama_forward(
+                gpt, inputs, attention_mask=attn, position_ids=positions, cache=cache, cache_position=cache_position
             )
-            cache = out.past_key_values
-            hidden = out.last_hidden_state[:, -1]
+            hidden = states[:, -1]
             logits = embed.code_logits(hidden)
             nxt = torch.stack(
                 [

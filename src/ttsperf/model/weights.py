@@ -96,8 +96,9 @@ def init_synthetic(model: ChatTTSModel, seed: int) -> ChatTTSModel:
     """Random values of the real shapes, from one seed: the same compute and memory as real weights.
 
     Matrices ~ N(0, 0.02) (LLaMA's initializer range), biases 0, norms 1, layer scales as the
-    architectures initialise them. The vocoder's output bias is set so the magnitude exp(bias) is
-    ~0.01: with it at 0 random weights give full-scale clipped noise that no audio check accepts.
+    architectures initialise them. The vocoder's output bias sets the spectral magnitude exp(bias)
+    to 3, which gives speech-like levels (RMS ~0.05, peak ~0.2 at the chattts size, measured): at 0
+    the level is arbitrary, and a check for silent or clipped audio should judge real levels.
     """
     gen = torch.Generator().manual_seed(seed)
     for name, param in model.named_parameters():
@@ -112,7 +113,7 @@ def init_synthetic(model: ChatTTSModel, seed: int) -> ChatTTSModel:
             param.fill_(1.0)
         else:
             param.copy_(torch.randn(param.shape, generator=gen) * 0.02)
-    model.vocos.head.out.bias.fill_(math.log(0.01))
+    model.vocos.head.out.bias.fill_(math.log(3.0))
     return model
 
 
