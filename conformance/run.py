@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from ttsperf.model.assets import make_random_assets
 from ttsperf.model.config import get_config
 from ttsperf.model.conformance import STAGES, make_stage_inputs, ours_stage_outputs, rel_error
-from ttsperf.model.assets import make_random_assets
 
 REL_TOL = 1e-4
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "conformance_tiny.npz"
@@ -69,15 +69,21 @@ def official_modules(cfg, root: Path):
     dvae.load_pretrained(str(root / "DVAE.safetensors"), torch.device("cpu"))
     v = cfg.vocos
     vocos = Vocos(
-        feature_extractor=MelSpectrogramFeatures(sample_rate=cfg.sample_rate, n_fft=v.n_fft, hop_length=v.hop_length),
-        backbone=VocosBackbone(input_channels=v.n_mels, dim=v.dim, intermediate_dim=v.intermediate_dim, num_layers=v.num_layers),
+        feature_extractor=MelSpectrogramFeatures(
+            sample_rate=cfg.sample_rate, n_fft=v.n_fft, hop_length=v.hop_length
+        ),
+        backbone=VocosBackbone(
+            input_channels=v.n_mels, dim=v.dim, intermediate_dim=v.intermediate_dim, num_layers=v.num_layers
+        ),
         head=ISTFTHead(dim=v.dim, n_fft=v.n_fft, hop_length=v.hop_length, padding="center"),
     ).eval()
     from safetensors.torch import load_file
 
     vocos.load_state_dict(load_file(str(root / "Vocos.safetensors")))
     tokenizer = Tokenizer(str(root / "tokenizer"))
-    return dict(gpt=gpt, embed=embed, decoder=decoder.eval(), dvae=dvae.eval(), vocos=vocos, tokenizer=tokenizer)
+    return dict(
+        gpt=gpt, embed=embed, decoder=decoder.eval(), dvae=dvae.eval(), vocos=vocos, tokenizer=tokenizer
+    )
 
 
 @torch.inference_mode()
@@ -90,9 +96,16 @@ def official_stage_outputs(cfg, off, inputs: dict) -> dict[str, np.ndarray]:
     mask = torch.from_numpy(inputs["gpt_text_mask"])
     emb = off["embed"](ids, mask)
     t = ids.shape[1]
-    hidden = off["gpt"].gpt(
-        inputs_embeds=emb, attention_mask=torch.ones(1, t, dtype=torch.bool), position_ids=torch.arange(t)[None], use_cache=False
-    ).last_hidden_state
+    hidden = (
+        off["gpt"]
+        .gpt(
+            inputs_embeds=emb,
+            attention_mask=torch.ones(1, t, dtype=torch.bool),
+            position_ids=torch.arange(t)[None],
+            use_cache=False,
+        )
+        .last_hidden_state
+    )
     out["gpt_hidden"] = hidden.numpy()
     out["gpt_logits"] = torch.stack([h(hidden[:, -1]) for h in off["embed"].head_code], dim=1).numpy()
     out["decoder_mel"] = off["decoder"](torch.from_numpy(inputs["decoder_hidden"]).clone()).numpy()
@@ -106,13 +119,23 @@ def official_stage_outputs(cfg, off, inputs: dict) -> dict[str, np.ndarray]:
     decorated = Speaker.decorate_code_prompts([text], "[speed_5]", None, None)
     in_ids, attn, text_mask = off["tokenizer"].encode(decorated, cfg.gpt.num_vq)
     emb = off["embed"](in_ids, text_mask)
-    warpers, processors = gen_logits(num_code=cfg.gpt.num_audio_tokens - 1, top_P=0.7, top_K=20, repetition_penalty=1.05)
+    warpers, processors = gen_logits(
+        num_code=cfg.gpt.num_audio_tokens - 1, top_P=0.7, top_K=20, repetition_penalty=1.05
+    )
     result = next(
         off["gpt"].generate(
-            emb, in_ids, temperature=torch.tensor([1e-6] * cfg.gpt.num_vq), eos_token=cfg.gpt.eos_token,
-            attention_mask=attn, max_new_token=steps, min_new_token=steps,
-            logits_processors=(*processors, *warpers), return_hidden=True, show_tqdm=False,
-            ensure_non_empty=False, manual_seed=0,
+            emb,
+            in_ids,
+            temperature=torch.tensor([1e-6] * cfg.gpt.num_vq),
+            eos_token=cfg.gpt.eos_token,
+            attention_mask=attn,
+            max_new_token=steps,
+            min_new_token=steps,
+            logits_processors=(*processors, *warpers),
+            return_hidden=True,
+            show_tqdm=False,
+            ensure_non_empty=False,
+            manual_seed=0,
         )
     )
     out["synth_codes"] = result.ids[0].numpy()
@@ -141,7 +164,10 @@ def run(config: str, save_fixture: bool) -> bool:
         if stage == "synth_codes":
             same = int((a == b).sum())
             good = same == a.size
-            print(f"{stage:<14}{str(b.shape):>22}{'':>14}{'':>14}  {'PASS' if good else 'FAIL'} ({same}/{a.size} codes equal)")
+            print(
+                f"{stage:<14}{str(b.shape):>22}{'':>28}  {'PASS' if good else 'FAIL'}"
+                f" ({same}/{a.size} codes equal)"
+            )
         else:
             abs_err = float(np.max(np.abs(a - b))) if a.size else 0.0
             rel = rel_error(a, b)
@@ -150,7 +176,11 @@ def run(config: str, save_fixture: bool) -> bool:
         ok &= good
     if save_fixture and config == "tiny":
         FIXTURE.parent.mkdir(parents=True, exist_ok=True)
-        np.savez_compressed(FIXTURE, **{f"in_{k}": np.asarray(v) for k, v in inputs.items()}, **{f"out_{k}": v for k, v in theirs.items()})
+        np.savez_compressed(
+            FIXTURE,
+            **{f"in_{k}": np.asarray(v) for k, v in inputs.items()},
+            **{f"out_{k}": v for k, v in theirs.items()},
+        )
         print(f"saved official tiny outputs to {FIXTURE} ({FIXTURE.stat().st_size / 1e3:.0f} KB)")
     return ok
 
@@ -161,6 +191,10 @@ def main() -> int:
     ap.add_argument("--save-fixture", action="store_true", help="rewrite tests/fixtures/conformance_tiny.npz")
     args = ap.parse_args()
     torch.manual_seed(0)
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # its load report lists the embedding ChatTTS deletes
+    logging.getLogger("official").setLevel(logging.ERROR)
     results = [run(c, args.save_fixture) for c in args.configs.split(",")]
     print("\nconformance:", "PASS" if all(results) else "FAIL", f"(tolerance {REL_TOL:g} relative, fp32)")
     return 0 if all(results) else 1

@@ -27,14 +27,20 @@ def broken(asset_dir, tmp_path) -> Path:
 
 
 def test_official_layout_and_round_trip(asset_dir):
-    for rel in ("gpt/config.json", "gpt/model.safetensors", "Embed.safetensors", "Decoder.safetensors",
-                "DVAE.safetensors", "Vocos.safetensors"):
+    for rel in (
+        "gpt/config.json",
+        "gpt/model.safetensors",
+        "Embed.safetensors",
+        "Decoder.safetensors",
+        "DVAE.safetensors",
+        "Vocos.safetensors",
+    ):
         assert (asset_dir / rel).is_file(), rel
     embed_keys = set(load_file(str(asset_dir / "Embed.safetensors")))
     assert "head_code.0.parametrizations.weight.original0" in embed_keys  # official weight-norm names
     original = build_model(TINY, seed=3)
     loaded = load_assets(TINY, asset_dir)
-    for (name, a), (_, b) in zip(original.state_dict().items(), loaded.state_dict().items()):
+    for (name, a), (_, b) in zip(original.state_dict().items(), loaded.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
 
 
@@ -101,7 +107,11 @@ def test_unexpected_key(broken):
 
 
 def test_config_of_another_size(broken):
-    cfg = (broken / "gpt" / "config.json").read_text().replace('"num_hidden_layers": 2', '"num_hidden_layers": 20')
+    cfg = (
+        (broken / "gpt" / "config.json")
+        .read_text()
+        .replace('"num_hidden_layers": 2', '"num_hidden_layers": 20')
+    )
     (broken / "gpt" / "config.json").write_text(cfg)
     _expect(broken, "config.json", "num_hidden_layers = 20", "expected 2")
 

@@ -38,7 +38,7 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-from ttsperf.cli import assets, info, synth  # noqa: E402
+from ttsperf.cli import assets, demo, info, synth  # noqa: E402
 
-for _module in (info, synth, assets):
+for _module in (info, synth, assets, demo):
     _module.register(app)

@@ -38,7 +38,9 @@ def synth(
     top_k: int = typer.Option(20, "--top-k", help="1 = greedy."),
     max_new_tokens: int = typer.Option(2048, "--max-new-tokens", help="2048 steps = 43.7 s of audio."),
     fixed_length: bool = typer.Option(
-        False, "--fixed-length", help="Length from the speech-rate model, not EOS (always on for --synthetic)."
+        False,
+        "--fixed-length",
+        help="Length from the speech-rate model, not EOS (always on for --synthetic).",
     ),
     decoder: str = typer.Option("decoder", "--mel", help="decoder (hidden states, default) or dvae (codes)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),

@@ -24,20 +24,30 @@ SYNTH_STEPS = 40
 def rel_error(ours: np.ndarray, theirs: np.ndarray) -> float:
     """Max absolute difference over the reference's largest magnitude."""
     scale = float(np.max(np.abs(theirs))) if theirs.size else 0.0
-    return float(np.max(np.abs(ours - theirs))) / scale if scale else float(np.max(np.abs(ours)) if ours.size else 0.0)
+    return (
+        float(np.max(np.abs(ours - theirs))) / scale
+        if scale
+        else float(np.max(np.abs(ours)) if ours.size else 0.0)
+    )
 
 
 def make_stage_inputs(cfg: ModelConfig, seed: int) -> dict[str, np.ndarray]:
     g = torch.Generator().manual_seed(seed)
     n_text, n_code = 12, 8
-    text = torch.randint(0, cfg.gpt.num_text_tokens, (1, n_text, 1), generator=g).expand(-1, -1, cfg.gpt.num_vq)
+    text = torch.randint(0, cfg.gpt.num_text_tokens, (1, n_text, 1), generator=g).expand(
+        -1, -1, cfg.gpt.num_vq
+    )
     codes = torch.randint(0, cfg.gpt.num_audio_tokens - 1, (1, n_code, cfg.gpt.num_vq), generator=g)
-    mask = torch.cat([torch.ones(1, n_text, dtype=torch.bool), torch.zeros(1, n_code, dtype=torch.bool)], dim=1)
+    mask = torch.cat(
+        [torch.ones(1, n_text, dtype=torch.bool), torch.zeros(1, n_code, dtype=torch.bool)], dim=1
+    )
     return {
         "gpt_ids": torch.cat([text, codes], dim=1).numpy(),
         "gpt_text_mask": mask.numpy(),
         "decoder_hidden": torch.randn(1, cfg.gpt.hidden_size, 30, generator=g).numpy(),
-        "dvae_codes": torch.randint(0, cfg.gpt.num_audio_tokens - 1, (1, cfg.gpt.num_vq, 30), generator=g).numpy(),
+        "dvae_codes": torch.randint(
+            0, cfg.gpt.num_audio_tokens - 1, (1, cfg.gpt.num_vq, 30), generator=g
+        ).numpy(),
         "vocos_mel": torch.randn(1, cfg.vocos.n_mels, 60, generator=g).numpy(),
         "synth_text": np.array(SYNTH_TEXT),
         "synth_steps": np.array(SYNTH_STEPS),

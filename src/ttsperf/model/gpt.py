@@ -19,7 +19,6 @@ from transformers import LlamaConfig, LlamaModel
 
 from ttsperf.model.config import GPTConfig
 
-
 # transformers renamed `past_key_values` to `cache` (5.x) and dropped `cache_position`; speak both.
 _FORWARD = inspect.signature(LlamaModel.forward).parameters
 _CACHE_KW = "cache" if "cache" in _FORWARD else "past_key_values"

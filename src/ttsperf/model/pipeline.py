@@ -7,9 +7,9 @@ with continuous batching lives in `ttsperf.engine` and reuses the pieces here.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from collections.abc import Callable
 from typing import Literal
 
 import numpy as np
@@ -145,7 +145,10 @@ class Pipeline:
         gpt, embed, eos = self.model.gpt, self.model.embed, self.cfg.gpt.eos_token
         ids, attn, text_mask = self.prompt(texts, prompt)
         b = ids.shape[0]
-        gens = [torch.Generator().manual_seed(params.seed + i) if params.seed is not None else None for i in range(b)]
+        gens = [
+            torch.Generator().manual_seed(params.seed + i) if params.seed is not None else None
+            for i in range(b)
+        ]
         inputs = embed.embed_prompt(ids, text_mask)
         positions = (attn.cumsum(-1) - 1).masked_fill(attn == 0, 1)
         cache_position = torch.arange(ids.shape[1], device=self.device)
@@ -156,15 +159,24 @@ class Pipeline:
         history = torch.zeros(b, self.cfg.gpt.num_vq, 0, dtype=torch.long, device=self.device)
         for step in range(max(limits)):
             states, cache = llama_forward(
-                gpt, inputs, attention_mask=attn, position_ids=positions, cache=cache, cache_position=cache_position
+                gpt,
+                inputs,
+                attention_mask=attn,
+                position_ids=positions,
+                cache=cache,
+                cache_position=cache_position,
             )
             hidden = states[:, -1]
             logits = embed.code_logits(hidden)
             nxt = torch.stack(
                 [
                     sample_row(
-                        logits[r].cpu(), history[r].cpu(), params,
-                        allow_eos=forced is None or step >= limits[r], eos_token=eos, generator=gens[r],
+                        logits[r].cpu(),
+                        history[r].cpu(),
+                        params,
+                        allow_eos=forced is None or step >= limits[r],
+                        eos_token=eos,
+                        generator=gens[r],
                     )
                     for r in range(b)
                 ]
@@ -193,7 +205,7 @@ class Pipeline:
                 hidden=torch.stack(h) if h else torch.zeros(0, self.cfg.gpt.hidden_size),
                 length_source=source,
             )
-            for c, h in zip(codes_out, hidden_out)
+            for c, h in zip(codes_out, hidden_out, strict=True)
         ]
 
     # ------------------------------------------------------------ audio

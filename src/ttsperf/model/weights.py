@@ -117,7 +117,9 @@ def init_synthetic(model: ChatTTSModel, seed: int) -> ChatTTSModel:
     return model
 
 
-def build_model(cfg: ModelConfig, *, device: str | torch.device = "cpu", seed: int | None = 0) -> ChatTTSModel:
+def build_model(
+    cfg: ModelConfig, *, device: str | torch.device = "cpu", seed: int | None = 0
+) -> ChatTTSModel:
     """The whole model; synthetic weights from `seed`, or uninitialised (seed None, e.g. on meta)."""
     with torch.device(device):
         model = ChatTTSModel(cfg)
@@ -192,11 +194,15 @@ def _load_component(name: str, module: nn.Module, path: Path, extras: dict[str, 
                 f"{path}: tensor {key!r} has shape {tuple(src.shape)}, expected {tuple(target.shape)}"
             )
         if src.dtype not in FLOAT_DTYPES:
-            raise UserError(f"{path}: tensor {key!r} has dtype {src.dtype}, expected float32/float16/bfloat16")
+            raise UserError(
+                f"{path}: tensor {key!r} has dtype {src.dtype}, expected float32/float16/bfloat16"
+            )
         target.copy_(src.to(target.dtype))
 
 
-def load_assets(cfg: ModelConfig, directory: str | Path, *, device: str | torch.device = "cpu") -> ChatTTSModel:
+def load_assets(
+    cfg: ModelConfig, directory: str | Path, *, device: str | torch.device = "cpu"
+) -> ChatTTSModel:
     """Load an official asset dir into a model of `cfg`; every problem names the file and tensor."""
     root = Path(directory)
     try:
