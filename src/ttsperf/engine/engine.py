@@ -197,11 +197,10 @@ class Engine:
 
     def _run(self) -> None:
         mode = torch.inference_mode() if self.switches.inference_mode else torch.no_grad()
-        autocast = (
-            torch.autocast(self.pipe.device.type, dtype=torch.bfloat16 if self.pipe.device.type == "cpu" else torch.float16)
-            if self.switches.autocast
-            else contextlib.nullcontext()
-        )  # fmt: skip
+        half = torch.bfloat16 if self.pipe.device.type == "cpu" else torch.float16
+        autocast = contextlib.nullcontext()
+        if self.switches.autocast:
+            autocast = torch.autocast(self.pipe.device.type, dtype=half)
         with mode, autocast:
             while True:
                 with self._cv:
