@@ -1,0 +1,271 @@
+"""Discrete-event simulation of the engine's scheduler (continuous batching) over a workload.
+
+One worker owns the device and loops:
+  1. admit waiting requests while the batch has room (each is prefilled alone, in turn);
+  2. run one decode step for every running row, taking t(B, sum of contexts);
+  3. at a step where rows reach a chunk boundary, run one batched Decoder+Vocos call over the new
+     audio of those rows; their chunks are emitted when it returns; a row whose last step it was
+     leaves the batch (its slot is free for the next step).
+Arrivals are open loop (Poisson or constant at a rate) or closed loop (N streams, each sending its
+next request as soon as the previous one completes).
+
+Steps between two events are computed in one vectorised block, so a run costs O(events), not
+O(steps x rows). Deterministic for a given seed.
+
+Example:
+    simulate(Engine(step_model, max_batch=64, workload=Workload()), Load("streams", 32))
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+from ttsperf.plan import chattts_facts as F
+from ttsperf.plan.memory import Workload
+from ttsperf.plan.steptime import StepModel
+
+P99_MIN_SAMPLES = 1000  # metrics.md: n < 10/(1-p) does not resolve a percentile
+
+
+@dataclass
+class Engine:
+    step: StepModel
+    max_batch: int
+    workload: Workload
+
+
+@dataclass(frozen=True)
+class Load:
+    kind: str  # "streams" (closed loop), "rate" (Poisson), "constant" (fixed inter-arrival)
+    value: float
+
+    def label(self) -> str:
+        return (
+            f"{self.value:g} streams" if self.kind == "streams" else f"{self.value:.3g} req/s ({self.kind})"
+        )
+
+
+@dataclass
+class SimResult:
+    n: int  # measured requests
+    mean_s: float
+    p50_s: float
+    p99_s: float
+    ttfa_p50_s: float
+    ttfa_p99_s: float
+    rtf_p99: float
+    underrun_p99_s: float  # worst playback stall per request (player starts at first chunk)
+    throughput_rps: float
+    audio_throughput: float  # audio seconds per wall second (RTFx)
+    mean_batch: float  # rows per decode step, averaged over steps
+    mean_step_s: float
+    p99_resolved: bool
+
+    def metric(self, name: str) -> float:
+        return float(getattr(self, name))
+
+
+def chunk_plan(w: Workload) -> tuple[list[int], list[float]]:
+    """Steps (from a row's start) at which chunks are emitted, and each chunk's audio seconds."""
+    ends, c = [], w.first_chunk_steps
+    while c < w.steps:
+        ends.append(c)
+        c += w.chunk_steps
+    ends.append(w.steps)
+    audio = [(b - a) / F.STEPS_PER_AUDIO_SECOND for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    return ends, audio
+
+
+def _run_steps(c: tuple[float, ...], batch: int, ctx0: int, k: int, t_stop: float) -> tuple[float, int]:
+    """Time for up to k decode steps, stopping after the step that reaches t_stop: (elapsed, steps).
+
+    Within the run the context grows by `batch` tokens a step, so both roofline terms are linear in
+    the step index j and the step time is t(j) = a + d x j while one term dominates at both ends
+    (two lines cross at most once). Then the elapsed time is an arithmetic series and the stopping
+    step a root of a quadratic: O(1) instead of O(k).
+    """
+    c0, c1, c2, c3, c4 = c
+
+    def terms(j: int) -> tuple[float, float]:
+        sc = ctx0 + batch * j
+        return c1 + c2 * (sc + batch), c3 * batch + c4 * sc
+
+    m_first, f_first = terms(0)
+    m_last, f_last = terms(k - 1)
+    if (m_first >= f_first) == (m_last >= f_last):
+        a = c0 + max(m_first, f_first)
+        d = (max(m_last, f_last) - max(m_first, f_first)) / (k - 1) if k > 1 else 0.0
+
+        def cum(n: int) -> float:  # time of the first n steps
+            return a * n + d * n * (n - 1) / 2
+
+        total = cum(k)
+        if total < t_stop:
+            return total, k
+        # smallest n with cum(n) >= t_stop
+        if d > 0:
+            n = math.ceil((-(a - d / 2) + math.sqrt((a - d / 2) ** 2 + 2 * d * t_stop)) / d)
+        else:
+            n = math.ceil(t_stop / a)
+        n = min(max(n, 1), k)
+        while n > 1 and cum(n - 1) >= t_stop:  # guard the float rounding either way
+            n -= 1
+        while n < k and cum(n) < t_stop:
+            n += 1
+        return cum(n), n
+    elapsed, n = 0.0, 0
+    while n < k:
+        m, f = terms(n)
+        elapsed += c0 + max(m, f)
+        n += 1
+        if elapsed >= t_stop:
+            break
+    return elapsed, n
+
+
+def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) -> SimResult:
+    if load.value <= 0:
+        raise ValueError("load must be positive")
+    w, sm, maxb = engine.workload, engine.step, engine.max_batch
+    if maxb < 1:
+        raise ValueError("max_batch must be >= 1")
+    rng = np.random.default_rng(seed)
+    ends, chunk_audio = chunk_plan(w)
+    c0, c1, c2, c3, c4 = sm.coefficients()
+    last_chunk = len(ends) - 1
+    prompt, steps = w.prompt_tokens, w.steps
+
+    # Warm-up: a closed loop's first request per stream starts from an empty engine.
+    streams = int(load.value) if load.kind == "streams" else 0
+    warmup = streams if streams else max(10, n_requests // 10)
+    # A closed loop is measured over at least one full wave of its streams after the warm-up one.
+    n_requests = max(n_requests, streams)
+    measured_end = warmup + n_requests
+
+    arrivals: list[tuple[float, int, int]] = []  # (time, request id, stream)
+    next_id = 0
+    last_open_arrival = 0.0
+
+    def new_arrival(t: float, stream: int) -> None:
+        nonlocal next_id
+        heapq.heappush(arrivals, (t, next_id, stream))
+        next_id += 1
+
+    def next_open_arrival() -> None:
+        nonlocal last_open_arrival
+        gap = rng.exponential(1.0 / load.value) if load.kind == "rate" else 1.0 / load.value
+        last_open_arrival += gap
+        new_arrival(last_open_arrival, -1)
+
+    if streams:
+        # Stagger the streams' first requests over one request's service time so they do not
+        # march in lockstep.
+        b0 = min(streams, maxb)
+        est = steps * float(sm.step(b0, b0 * (prompt + steps / 2)))
+        for s, t0 in enumerate(np.sort(rng.uniform(0.0, est, streams))):
+            new_arrival(float(t0), s)
+    else:
+        next_open_arrival()
+
+    arrival_t: dict[int, float] = {}
+    first_t: dict[int, float] = {}
+    done_t: dict[int, float] = {}
+    play_end: dict[int, float] = {}
+    stall: dict[int, float] = {}
+    g_start: dict[int, int] = {}
+    stream_of: dict[int, int] = {}
+    waiting: deque[int] = deque()
+    events: dict[int, list[tuple[int, int]]] = {}  # global step -> [(request, chunk index)]
+    event_steps: list[int] = []
+    now, g, batch, sum_start = 0.0, 0, 0, 0
+    done_measured = 0
+    step_count, step_time_sum, batch_step_sum = 0, 0.0, 0
+
+    def take_arrivals() -> None:
+        while arrivals and arrivals[0][0] <= now:
+            t, rid, s = heapq.heappop(arrivals)
+            arrival_t[rid], stream_of[rid] = t, s
+            waiting.append(rid)
+            if s < 0:
+                next_open_arrival()
+
+    while done_measured < n_requests:
+        take_arrivals()
+        admitted = 0
+        while waiting and batch < maxb:
+            rid = waiting.popleft()
+            g_start[rid] = g
+            batch += 1
+            sum_start += g
+            admitted += 1
+            for k, off in enumerate(ends):
+                if g + off not in events:
+                    events[g + off] = []
+                    heapq.heappush(event_steps, g + off)
+                events[g + off].append((rid, k))
+        if admitted:  # one batched prefill call for everyone who joins at this boundary
+            now += sm.prefill(prompt, admitted)
+        if batch == 0:
+            now = max(now, arrivals[0][0])
+            continue
+
+        g_next = event_steps[0]
+        k = g_next - g
+        # Run steps until the next row event, or until the first boundary after the next arrival
+        # when a slot is free (so it can join).
+        t_arr = arrivals[0][0] - now if (batch < maxb and arrivals) else math.inf
+        ctx0 = batch * (prompt + g) - sum_start  # tokens held before the first of these steps
+        elapsed, stop = _run_steps((c0, c1, c2, c3, c4), batch, ctx0, k, t_arr)
+        now += elapsed
+        g += stop
+        step_count += stop
+        step_time_sum += elapsed
+        batch_step_sum += batch * stop
+        if g < g_next:
+            continue
+
+        heapq.heappop(event_steps)
+        evs = events.pop(g)
+        now += sm.vocoder(sum(chunk_audio[c] for _, c in evs))
+        for rid, c in evs:
+            a = chunk_audio[c]
+            if c == 0:
+                first_t[rid], play_end[rid], stall[rid] = now, now + a, 0.0
+            else:
+                stall[rid] = max(stall[rid], now - play_end[rid])
+                play_end[rid] = max(play_end[rid], now) + a
+            if c == last_chunk:
+                done_t[rid] = now
+                batch -= 1
+                sum_start -= g_start.pop(rid)
+                if warmup <= rid < measured_end:
+                    done_measured += 1
+                if stream_of[rid] >= 0:
+                    new_arrival(now, stream_of[rid])
+
+    ids = range(warmup, measured_end)
+    e2e = np.array([done_t[i] - arrival_t[i] for i in ids])
+    ttfa = np.array([first_t[i] - arrival_t[i] for i in ids])
+    stalls = np.array([stall[i] for i in ids])
+    window = max(done_t[i] for i in ids) - min(arrival_t[i] for i in ids)
+    audio_s = steps / F.STEPS_PER_AUDIO_SECOND
+    return SimResult(
+        n=n_requests,
+        mean_s=float(e2e.mean()),
+        p50_s=float(np.percentile(e2e, 50)),
+        p99_s=float(np.percentile(e2e, 99)),
+        ttfa_p50_s=float(np.percentile(ttfa, 50)),
+        ttfa_p99_s=float(np.percentile(ttfa, 99)),
+        rtf_p99=float(np.percentile(e2e / audio_s, 99)),
+        underrun_p99_s=float(np.percentile(stalls, 99)),
+        throughput_rps=n_requests / window if window > 0 else math.inf,
+        audio_throughput=n_requests * audio_s / window if window > 0 else math.inf,
+        mean_batch=batch_step_sum / step_count if step_count else 0.0,
+        mean_step_s=step_time_sum / step_count if step_count else 0.0,
+        p99_resolved=n_requests >= P99_MIN_SAMPLES,
+    )
