@@ -39,6 +39,7 @@ def _root(
 
 # Each command module registers itself; import order is the order of `--help`.
 # (filled in as commands land)
+from ttsperf.cli import plan  # noqa: E402
 
-for _module in ():
+for _module in (plan,):
     _module.register(app)

@@ -1,0 +1,160 @@
+"""Per-card models: a catalog GPU (or a profiled device) -> its memory model and step-time model.
+
+A profile calibrates the card it was measured on (same catalog name, or the profiled device
+itself when it is not in the catalog, e.g. this CPU); every other card uses the documented
+defaults. Measured weights bytes and KV bytes/token hold for any card at the same dtype.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ttsperf.errors import UserError
+from ttsperf.plan import chattts_facts as F
+from ttsperf.plan.catalog import Catalog, Gpu
+from ttsperf.plan.memory import MemoryModel, card_bytes
+from ttsperf.plan.schema import Basis
+from ttsperf.plan.steptime import StepModel, default_model, fit_step_times
+from ttsperf.profile.schema import ModelProfile
+
+
+@dataclass
+class Card:
+    name: str
+    memory_bytes: float
+    memory: MemoryModel
+    step: StepModel | None  # None: the card cannot run this dtype
+    basis: dict[str, Basis] = field(default_factory=dict)
+    note: str = ""
+    profiled: bool = False
+
+
+def plan_dtype(profiles: list[tuple[str, ModelProfile]], dtype: str | None) -> str:
+    """--dtype if given, else the profiles' dtype (they must agree), else fp16."""
+    if dtype:
+        if dtype not in F.BYTES_PER_DTYPE:
+            raise UserError(f"--dtype: expected one of {', '.join(F.BYTES_PER_DTYPE)}, found {dtype!r}")
+        return dtype
+    kinds = {p.model.dtype for _, p in profiles}
+    if len(kinds) > 1:
+        raise UserError(
+            f"--profile: the profiles use different dtypes ({', '.join(sorted(kinds))}); pass --dtype"
+        )
+    return kinds.pop() if kinds else "fp16"
+
+
+def _match(profile: ModelProfile, catalog: Catalog) -> str | None:
+    wanted = " ".join(profile.device.name.split()).lower()
+    for name in catalog.gpus:
+        if name.lower() == wanted:
+            return name
+    return None
+
+
+def _memory_model(dtype: str, profiles: list[tuple[str, ModelProfile]]) -> MemoryModel:
+    for path, p in profiles:
+        if p.model.dtype == dtype and p.model.config == "chattts":
+            how = {
+                "weights_bytes": f"measured in {path}: {p.weights_bytes.how}",
+                "kv_bytes_per_token": f"measured in {path}: {p.kv_bytes_per_token.how}",
+            }
+            return MemoryModel(dtype, p.weights_bytes.value, p.kv_bytes_per_token.value, how=how)
+    return MemoryModel(dtype)
+
+
+def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
+    """Fit the step model (and the runtime memory term) of `card` to a profile measured on it."""
+    if p.model.dtype != dtype or p.model.config != "chattts":
+        card.note = f"profile {path} is {p.model.config}/{p.model.dtype}, plan is chattts/{dtype}: not used"
+        return
+    pts = [(s.batch, s.context, s.seconds.value) for s in p.steps]
+    assert card.step is not None
+    fit = fit_step_times(pts, dtype, card.step.kv_per_token)
+    how = f"least-squares fit to {fit.n} step times measured in {path} (relative RMS error {fit.rel_rms:.1%})"
+    card.step.t_fixed, card.step.inv_bw = fit.t_fixed, fit.inv_bw
+    card.step.how["t_fixed"] = f"{fit.t_fixed * 1e3:.2f} ms, {how}"
+    card.step.how["mbu"] = f"1/(BW x MBU) = {fit.inv_bw * 1e9:.4g} s/GB, {how}"
+    if fit.inv_flops is not None:
+        card.step.inv_flops = fit.inv_flops
+        card.step.how["mfu"] = f"1/(peak x MFU) = {fit.inv_flops * 1e12:.4g} s/TFLOP, {how}"
+    else:
+        card.step.how["mfu"] += " (not identified: no measured point was compute-bound)"
+    card.step.kind = "measured"
+    card.step.prefill_points = [(q.prompt_tokens, q.seconds.value) for q in p.prefill]
+    if p.decode_seconds_per_audio_second is not None:
+        card.step.vocoder_s_per_audio_s = p.decode_seconds_per_audio_second.value
+        card.step.how["vocoder"] = f"measured in {path}: {p.decode_seconds_per_audio_second.how}"
+    if p.memory:
+        # Runtime term set so the model covers every measured peak (the rest of the model is
+        # architecture); what the measurement holds beyond weights + KV + transients.
+        # The points are decode-step peaks, so no prefill term (prompt 1).
+        excess = []
+        for m in p.memory:
+            b = card.memory.breakdown_at(m.batch, m.context, 1, F.STREAM_CHUNK_STEPS)
+            excess.append(m.peak_bytes.value - (b["total"] - b["runtime"]))
+        card.memory.runtime_bytes = max(0.0, max(excess))
+        card.memory.how["runtime_bytes"] = (
+            f"fitted: the largest excess of {len(excess)} measured peaks in {path} over weights+KV+transients"
+        )
+    card.profiled = True
+
+
+def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtype: str) -> list[Card]:
+    mem_template = _memory_model(dtype, profiles)
+    cards: list[Card] = []
+
+    def memory() -> MemoryModel:
+        return MemoryModel(
+            dtype, mem_template.weights_bytes, mem_template.kv_bytes_per_token, how=dict(mem_template.how)
+        )
+
+    for gpu in catalog.gpus.values():
+        cards.append(_catalog_card(gpu, dtype, memory()))
+    by_name = {c.name: c for c in cards}
+    for path, p in profiles:
+        name = _match(p, catalog)
+        if name is not None:
+            if name in by_name and by_name[name].step is not None:
+                _calibrate(by_name[name], path, p, dtype)
+            continue
+        # The profiled device is not a catalog card (e.g. this CPU): it gets a row of its own.
+        if p.device.memory_bytes is None:
+            raise UserError(f"{path}: field 'device.memory_bytes': expected the device's memory, found null")
+        card = Card(
+            name=f"{p.device.name} (profiled)",
+            memory_bytes=float(p.device.memory_bytes),
+            memory=memory(),
+            step=StepModel(
+                dtype=dtype,
+                kv_per_token=float(mem_template.kv_bytes_per_token),
+                t_fixed=0.0,
+                inv_bw=0.0,
+                inv_flops=0.0,
+                how={"mfu": "not identified"},
+            ),
+            basis={"memory": Basis(kind="measured", how=f"{path}: device.memory_bytes")},
+        )
+        _calibrate(card, path, p, dtype)
+        cards.append(card)
+    return cards
+
+
+def _catalog_card(gpu: Gpu, dtype: str, memory: MemoryModel) -> Card:
+    peak = gpu.tflops.get(dtype)
+    card = Card(
+        name=gpu.name,
+        memory_bytes=card_bytes(gpu.memory_gb),
+        memory=memory,
+        step=None,
+        basis={
+            "memory": Basis(kind="sourced", how=f"catalog memory_gb {gpu.memory_gb:g} (as GiB): {gpu.source}")
+        },
+    )
+    if peak is None:
+        card.note = f"no {dtype} support listed in the catalog"
+        return card
+    card.step = default_model(dtype, float(memory.kv_bytes_per_token), gpu.bandwidth_gbs, peak)
+    card.step.how["bandwidth"] = (
+        f"{gpu.bandwidth_gbs:g} GB/s, {peak:g} TFLOPS {dtype} (catalog: {gpu.source[:60]}...)"
+    )
+    return card
