@@ -1,0 +1,172 @@
+"""`ttsperf plan` end to end: JSON schema, tables, recommendations and one-line errors with exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ttsperf.cli.main import app
+from ttsperf.plan.api import make_plan
+from ttsperf.plan.schema import Plan
+
+runner = CliRunner()
+ROW_KEYS = {
+    "gpu",
+    "fits",
+    "max_batch",
+    "step_ms",
+    "p50_s",
+    "p99_s",
+    "ttfa_p99_s",
+    "max_streams",
+    "gpus_needed",
+    "usd_per_gpu_hour",
+    "usd_per_audio_hour",
+    "basis",
+}
+
+
+def run(*args: str):
+    return runner.invoke(app, ["plan", *args])
+
+
+def test_help_has_an_example():
+    r = run("--help")
+    assert r.exit_code == 0
+    assert "ttsperf plan --scenario realtime --streams 200" in r.output
+
+
+def test_json_is_a_versioned_plan_with_the_issue_keys(tmp_path):
+    out = tmp_path / "plan.json"
+    r = run(
+        "--gpus",
+        "T4,RTX 4090",
+        "--scenario",
+        "realtime",
+        "--streams",
+        "20",
+        "--requests",
+        "200",
+        "--json",
+        "-o",
+        str(out),
+    )
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.stdout)
+    assert data == json.loads(out.read_text())
+    plan = Plan.model_validate(data)
+    assert data["schema"] == "ttsperf.plan" and data["version"] == 1
+    rows = data["scenarios"][0]["rows"]
+    assert [row["gpu"] for row in rows] == ["T4", "RTX 4090"]
+    for row in rows:
+        assert ROW_KEYS <= set(row)
+        for b in row["basis"].values():
+            assert b["kind"] in ("measured", "projected", "sourced") and b["how"]
+    assert plan.inputs.defaults["t_fixed_s"].source.startswith("quote:")
+    assert plan.scenarios[0].recommendation.startswith("realtime (ttfa_p99 <= 0.3")
+
+
+def test_table_output_names_missing_prices_and_recommends_per_scenario():
+    r = run("--gpus", "RTX 3080,RTX 4090", "--requests", "200")
+    assert r.exit_code == 0, r.output
+    assert "no price for RTX 3080" in r.output
+    for scenario in ("realtime", "offline", "concurrency"):
+        assert f"{scenario}: {scenario} (" in r.output  # the one-sentence recommendation
+
+
+def test_memory_at_shows_the_breakdown():
+    r = run("--gpus", "RTX 3080", "--scenario", "offline", "--memory-at", "4", "--requests", "100")
+    assert r.exit_code == 0, r.output
+    assert "memory at batch 4" in r.output
+    line = next(x for x in r.output.splitlines() if x.startswith("│ RTX 3080") and "yes" in x)
+    assert "0.521" in line  # fp16 weights: 559,315,480 B = 0.521 GiB
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--streams", "0"], "--streams: expected a positive number of streams, found 0"),
+        (["--rate", "-1"], "--rate: expected a positive request rate"),
+        (["--streams", "5", "--rate", "1"], "--streams and --rate: expected one load, found both"),
+        (["--gpus", "RTX 4900"], "--gpus: unknown GPU 'RTX 4900' (did you mean 'RTX 4090'?)"),
+        (["--price", "RTX 4090=abc"], "--price 'RTX 4090=abc': USD per GPU-hour: expected a positive number"),
+        (["--scenario", "fast"], "--scenario: expected one of realtime, offline, concurrency, found 'fast'"),
+        (["--slo", "ttfa=300ms"], "--slo: expected METRIC=BOUND"),
+        (["--slo", "ttfa_p99=soon"], "--slo ttfa_p99: expected a duration like 300ms or 1.5s, found 'soon'"),
+        (["--dtype", "int4"], "--dtype: expected one of fp32, fp16, bf16, found 'int4'"),
+        (["--catalog", "/nonexistent.csv"], "/nonexistent.csv: cannot read"),
+        (["--profile", "/nonexistent.json"], "/nonexistent.json: cannot read"),
+        (["--memory-at", "0"], "--memory-at: expected a batch >= 1, found 0"),
+        (["--step-overhead", "fast"], "--step-overhead: expected a duration"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    r = run("--gpus", "RTX 4090", *args) if "--gpus" not in args else run(*args)
+    assert r.exit_code == 2, r.output
+    assert message in r.output
+    assert "Traceback" not in r.output
+    assert len([x for x in r.stderr.splitlines() if x.strip()]) == 1
+
+
+def test_bad_catalog_row_names_file_row_field(tmp_path):
+    bad = tmp_path / "gpus.csv"
+    bad.write_text(
+        "name,memory_gb,mem_bandwidth_gbs,fp16_dense_tflops,fp32_tflops,source\n"
+        "Card,24,abc,100,50,datasheet\n"
+    )
+    r = run("--catalog", str(bad), "--prices", str(tmp_path / "none.csv"))
+    assert r.exit_code == 2
+    assert f"{bad}: line 2: field 'mem_bandwidth_gbs': expected a positive number, found 'abc'" in r.output
+
+
+def test_user_catalog_and_price_file_work_together(tmp_path):
+    cat = tmp_path / "gpus.csv"
+    cat.write_text(
+        "name,memory_gb,mem_bandwidth_gbs,fp16_dense_tflops,fp32_tflops,source\n"
+        "MyCard,16,500,50,20,my datasheet\n"
+    )
+    prices = tmp_path / "prices.csv"
+    prices.write_text("gpu,usd_per_gpu_hour,source\nMyCard,0.4,my Alibaba Cloud quote 2026-11\n")
+    plan = make_plan(catalog=str(cat), prices=str(prices), scenario="offline", requests=100)
+    row = plan.scenarios[0].rows[0]
+    assert row.gpu == "MyCard" and row.usd_per_gpu_hour == 0.4
+    assert "Alibaba" in row.basis["usd_per_gpu_hour"].how
+    assert row.usd_per_audio_hour is not None and row.usd_per_audio_hour > 0
+
+
+def test_unmeetable_slo_says_so_and_shows_the_closest():
+    plan = make_plan(gpus="T4,RTX 4090", scenario="realtime", slo="ttfa_p99=50ms", requests=100)
+    sc = plan.scenarios[0]
+    assert not any(r.meets_slo for r in sc.rows)
+    assert "no card meets the SLO; the closest is RTX 4090" in sc.recommendation
+    assert all("misses the SLO even at the least load" in r.note for r in sc.rows)
+
+
+def test_more_load_needs_more_gpus_and_costs_scale():
+    small = make_plan(gpus="RTX 4090", scenario="realtime", streams=10, requests=200).scenarios[0].rows[0]
+    big = make_plan(gpus="RTX 4090", scenario="realtime", streams=100, requests=200).scenarios[0].rows[0]
+    assert big.max_streams == small.max_streams  # capacity per GPU does not depend on the target
+    assert big.gpus_needed == -(-100 // big.max_streams)
+    assert big.usd_per_hour == pytest.approx(big.gpus_needed * big.usd_per_gpu_hour)
+
+
+def test_step_overhead_what_if_raises_capacity():
+    base = make_plan(gpus="RTX 4090", scenario="realtime", requests=200).scenarios[0].rows[0]
+    fast = (
+        make_plan(gpus="RTX 4090", scenario="realtime", step_overhead="3ms", requests=200)
+        .scenarios[0]
+        .rows[0]
+    )
+    assert fast.max_streams > 10 * base.max_streams
+    assert "--step-overhead" in fast.basis["step_ms"].how
+
+
+def test_offline_capacity_is_saturated_throughput_and_cheapest_per_audio_hour_wins():
+    plan = make_plan(gpus="RTX 3090,RTX 4090,A100 80GB PCIe", scenario="offline", requests=200)
+    sc = plan.scenarios[0]
+    priced = [r for r in sc.rows if r.usd_per_audio_hour is not None]
+    best = min(priced, key=lambda r: r.usd_per_audio_hour)
+    assert f"x {best.gpu} at" in sc.recommendation
+    assert all(r.max_rate_rps and r.max_rate_rps > 0 for r in sc.rows)

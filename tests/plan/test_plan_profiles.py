@@ -1,0 +1,109 @@
+"""ModelProfile contract, and how plan uses profiles: fitted on their own card, defaults elsewhere."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ttsperf.errors import UserError
+from ttsperf.plan.api import make_plan
+from ttsperf.profile.schema import ModelProfile, load_profile
+
+
+def test_profile_round_trips_through_json(tmp_path, make_profile):
+    p = make_profile()
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(p.dump()))
+    back = load_profile(path)
+    assert back == p
+    raw = json.loads(path.read_text())
+    assert raw["schema"] == "ttsperf.profile" and raw["version"] == 1
+    assert raw["weights_bytes"]["kind"] == "measured" and raw["weights_bytes"]["how"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d.update(version=2), r"field 'version': expected 1 .* found 2"),
+        (lambda d: d.update(schema="other"), r"field 'schema': expected 'ttsperf.profile', found 'other'"),
+        (
+            lambda d: d["model"].update(name="cosyvoice"),
+            r"field 'model.name': expected 'chattts', found 'cosyvoice'",
+        ),
+        (lambda d: d.pop("kv_bytes_per_token"), r"field 'kv_bytes_per_token': Field required"),
+        (lambda d: d["steps"][0].update(batch=0), r"field 'steps.0.batch'"),
+    ],
+)
+def test_bad_profiles_are_one_line_errors(tmp_path, change, message, make_profile):
+    d = make_profile().dump()
+    change(d)
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(d))
+    with pytest.raises(UserError, match=message):
+        load_profile(path)
+
+
+def test_profile_not_json(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text("{not json")
+    with pytest.raises(UserError, match=r"x\.json: expected JSON, found a syntax error at line 1"):
+        load_profile(path)
+
+
+def _row(plan, gpu, scenario=0):
+    return next(r for r in plan.scenarios[scenario].rows if r.gpu == gpu)
+
+
+def test_profile_calibrates_its_own_card_only(profile_file):
+    prof = profile_file(device="RTX 4090", t_fixed=0.004)
+    plan = make_plan(profile=[str(prof)], scenario="realtime", gpus="RTX 4090,RTX 3090", requests=200)
+    fitted, default = _row(plan, "RTX 4090"), _row(plan, "RTX 3090")
+    assert "least-squares fit to 12 step times" in fitted.basis["step_ms"].how
+    assert "4.00 ms" in fitted.basis["step_ms"].how  # t_fixed recovered
+    assert "quote: 6-14 ms" in default.basis["step_ms"].how
+    # a 4 ms overhead instead of the default 10 ms: more streams per GPU
+    assert fitted.max_streams > default.max_streams
+    assert "profiled cards fitted" in plan.inputs.calibration
+    assert "measured in" in fitted.basis["max_batch"].how  # weights/KV bytes came from the profile
+
+
+def test_profile_runtime_memory_is_fitted_to_cover_measured_peaks(profile_file):
+    prof = profile_file(device="RTX 4090", runtime_extra=2e9)
+    plan = make_plan(profile=[str(prof)], scenario="offline", gpus="RTX 4090,RTX 3090", requests=100)
+    fitted, default = _row(plan, "RTX 4090"), _row(plan, "RTX 3090")
+    assert fitted.memory_bytes["runtime"] == pytest.approx(2e9, rel=0.01)
+    assert fitted.max_batch < default.max_batch  # 2 GB held outside the tensors leaves less room
+
+
+def test_cpu_profile_gets_a_row_of_its_own(profile_file):
+    prof = profile_file(
+        device="AMD EPYC 2-core", kind="cpu", t_fixed=0.07, bw_eff=10e9, memory_bytes=8 * 2**30
+    )
+    plan = make_plan(profile=[str(prof)], scenario="offline", gpus="T4", requests=100)
+    row = _row(plan, "AMD EPYC 2-core (profiled)")
+    assert row.fits and row.usd_per_gpu_hour is None
+    assert "no price" in row.note
+    assert row.basis["memory"].kind == "measured"
+    assert row.step_ms > 70  # at least the fitted fixed overhead
+
+
+def test_cpu_profile_without_memory_is_an_error(profile_file):
+    prof = profile_file(device="Some CPU", kind="cpu", memory_bytes=None)
+    with pytest.raises(
+        UserError, match=r"field 'device.memory_bytes': expected the device's memory, found null"
+    ):
+        make_plan(profile=[str(prof)], gpus="T4", requests=100)
+
+
+def test_profiles_with_different_dtypes_need_dtype(profile_file):
+    a, b = profile_file(dtype="fp16"), profile_file(dtype="fp32", device="RTX 3090")
+    with pytest.raises(UserError, match=r"profiles use different dtypes \(fp16, fp32\); pass --dtype"):
+        make_plan(profile=[str(a), str(b)], gpus="T4", requests=100)
+
+
+def test_model_profile_schema_is_strict(make_profile):
+    d = make_profile().dump()
+    d["unexpected"] = 1
+    with pytest.raises(Exception, match="unexpected"):
+        ModelProfile.model_validate(d)
