@@ -68,6 +68,30 @@ def test_profile_calibrates_its_own_card_only(profile_file):
     assert "measured in" in fitted.basis["max_batch"].how  # weights/KV bytes came from the profile
 
 
+def test_every_input_is_tagged_measured_projected_or_sourced(profile_file):
+    prof = profile_file(device="RTX 4090")
+    plan = make_plan(profile=[str(prof)], scenario="offline", gpus="RTX 4090,RTX 3090", requests=100)
+    fitted, default = _row(plan, "RTX 4090"), _row(plan, "RTX 3090")
+    for key in (
+        "memory.weights_bytes",
+        "memory.kv_bytes_per_token",
+        "memory.runtime_bytes",
+        "step.t_fixed",
+        "step.mbu",
+        "step.prefill",
+        "step.vocoder",
+    ):
+        assert fitted.basis[key].kind == "measured", key
+    assert fitted.basis["step.mfu"].kind == "sourced"  # not identified by bandwidth-bound points
+    assert default.basis["memory.weights_bytes"].kind == "measured"  # bytes hold on any card at this dtype
+    assert default.basis["memory.runtime_bytes"].kind == "sourced"
+    assert default.basis["step.t_fixed"].kind == "sourced"
+    assert default.basis["step.vocoder"].kind == "projected"
+    no_profile = make_plan(scenario="offline", gpus="RTX 3090", requests=100).scenarios[0].rows[0]
+    assert no_profile.basis["memory.weights_bytes"].kind == "projected"
+    assert no_profile.basis["usd_per_gpu_hour"].kind == "sourced"
+
+
 def test_profile_runtime_memory_is_fitted_to_cover_measured_peaks(profile_file):
     prof = profile_file(device="RTX 4090", runtime_extra=2e9)
     plan = make_plan(profile=[str(prof)], scenario="offline", gpus="RTX 4090,RTX 3090", requests=100)

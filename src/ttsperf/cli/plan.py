@@ -48,6 +48,13 @@ def render(plan: Plan, console: Console, memory_at: int | None) -> None:
         f"[bold]ttsperf plan[/bold]: {w['audio_seconds']} s of audio per request ({w['steps']} steps), "
         f"{w['prompt_tokens']}-token prompt, {w['dtype']}, first audio after {w['first_chunk_steps']} steps"
     )
+    m = i.model
+    console.print(
+        f"model: {m['parameters']:,} parameters ({m['parameters'] / 1e9:.2f} B); weights "
+        f"{m['weights_bytes'] / 1e9:.2f} GB {w['dtype']}; KV {m['kv_bytes_per_token']:,.0f} B/token = "
+        f"{m['kv_bytes_per_audio_second'] / 1e6:.2f} MB per audio second per sequence "
+        f"({m['bytes_per_audio_second_with_fragmentation'] / 1e6:.2f} MB with fragmentation)"
+    )
     console.print(f"calibration: {i.calibration}")
     console.print(f"catalog: {i.catalog}; prices: {i.prices}")
     for sc in plan.scenarios:

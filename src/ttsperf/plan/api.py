@@ -6,11 +6,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ttsperf.errors import UserError
+from ttsperf.plan import chattts_facts as F
 from ttsperf.plan import memory as M
 from ttsperf.plan import steptime as S
 from ttsperf.plan.cards import build_cards, plan_dtype
 from ttsperf.plan.catalog import load_catalog, split_names
-from ttsperf.plan.memory import Workload
+from ttsperf.plan.memory import MemoryModel, Workload
 from ttsperf.plan.recommend import plan_scenario
 from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs
@@ -47,6 +48,20 @@ def _defaults(workload: Workload, calibrated: bool) -> dict[str, Default]:
             value="", source="profiled cards replace t_fixed/MBU/MFU/runtime with fitted values"
         )
     return d
+
+
+def _model_sizes(mem: MemoryModel, workload: Workload) -> dict[str, float | int | str]:
+    """The numbers the guide's memory claims are checked against (docs/CLAIMS.md)."""
+    return {
+        "parameters": F.TOTAL_PARAMS,
+        "parameters_how": "sum of the component counts in reference/chattts.md",
+        "weights_bytes": float(mem.weights_bytes),  # type: ignore[arg-type]
+        "weights_how": mem.how["weights_bytes"],
+        "kv_bytes_per_token": float(mem.kv_bytes_per_token),  # type: ignore[arg-type]
+        "kv_how": mem.how["kv_bytes_per_token"],
+        "kv_bytes_per_audio_second": float(mem.kv_bytes_per_token) * F.STEPS_PER_AUDIO_SECOND,  # type: ignore[arg-type]
+        "bytes_per_audio_second_with_fragmentation": mem.per_audio_second(workload),
+    }
 
 
 def make_plan(
@@ -166,6 +181,7 @@ def make_plan(
             "first_chunk_steps": first_chunk_steps,
             "chunk_steps": workload.chunk_steps,
         },
+        model=_model_sizes(cards[0].memory if cards else MemoryModel(dt), workload),
         catalog=cat.gpus_file,
         prices=cat.prices_file,
         defaults=_defaults(workload, calibrated),

@@ -58,7 +58,13 @@ def _memory_model(dtype: str, profiles: list[tuple[str, ModelProfile]]) -> Memor
                 "weights_bytes": f"measured in {path}: {p.weights_bytes.how}",
                 "kv_bytes_per_token": f"measured in {path}: {p.kv_bytes_per_token.how}",
             }
-            return MemoryModel(dtype, p.weights_bytes.value, p.kv_bytes_per_token.value, how=how)
+            return MemoryModel(
+                dtype,
+                p.weights_bytes.value,
+                p.kv_bytes_per_token.value,
+                how=how,
+                measured={"weights_bytes", "kv_bytes_per_token"},
+            )
     return MemoryModel(dtype)
 
 
@@ -74,16 +80,21 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
     card.step.t_fixed, card.step.inv_bw = fit.t_fixed, fit.inv_bw
     card.step.how["t_fixed"] = f"{fit.t_fixed * 1e3:.2f} ms, {how}"
     card.step.how["mbu"] = f"1/(BW x MBU) = {fit.inv_bw * 1e9:.4g} s/GB, {how}"
+    card.step.measured |= {"t_fixed", "mbu"}
     if fit.inv_flops is not None:
         card.step.inv_flops = fit.inv_flops
         card.step.how["mfu"] = f"1/(peak x MFU) = {fit.inv_flops * 1e12:.4g} s/TFLOP, {how}"
+        card.step.measured.add("mfu")
     else:
         card.step.how["mfu"] += " (not identified: no measured point was compute-bound)"
-    card.step.kind = "measured"
     card.step.prefill_points = [(q.prompt_tokens, q.seconds.value) for q in p.prefill]
+    if p.prefill:
+        card.step.how["prefill"] = f"interpolated from {len(p.prefill)} prefill times measured in {path}"
+        card.step.measured.add("prefill")
     if p.decode_seconds_per_audio_second is not None:
         card.step.vocoder_s_per_audio_s = p.decode_seconds_per_audio_second.value
         card.step.how["vocoder"] = f"measured in {path}: {p.decode_seconds_per_audio_second.how}"
+        card.step.measured.add("vocoder")
     if p.memory:
         # Runtime term set so the model covers every measured peak (the rest of the model is
         # architecture); what the measurement holds beyond weights + KV + transients.
@@ -93,6 +104,7 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
             b = card.memory.breakdown_at(m.batch, m.context, 1, F.STREAM_CHUNK_STEPS)
             excess.append(m.peak_bytes.value - (b["total"] - b["runtime"]))
         card.memory.runtime_bytes = max(0.0, max(excess))
+        card.memory.measured.add("runtime_bytes")
         card.memory.how["runtime_bytes"] = (
             f"fitted: the largest excess of {len(excess)} measured peaks in {path} over weights+KV+transients"
         )
@@ -105,7 +117,11 @@ def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtyp
 
     def memory() -> MemoryModel:
         return MemoryModel(
-            dtype, mem_template.weights_bytes, mem_template.kv_bytes_per_token, how=dict(mem_template.how)
+            dtype,
+            mem_template.weights_bytes,
+            mem_template.kv_bytes_per_token,
+            how=dict(mem_template.how),
+            measured=set(mem_template.measured),
         )
 
     for gpu in catalog.gpus.values():

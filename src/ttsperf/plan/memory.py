@@ -65,6 +65,7 @@ class MemoryModel:
     runtime_bytes: float = DEFAULT_RUNTIME_BYTES
     fragmentation: float = DEFAULT_FRAGMENTATION
     how: dict[str, str] = field(default_factory=dict)  # field -> where the number comes from
+    measured: set[str] = field(default_factory=set)  # fields taken or fitted from a profile
 
     def __post_init__(self) -> None:
         b = F.BYTES_PER_DTYPE[self.dtype]

@@ -104,6 +104,7 @@ def plan_row(
             + "; ".join(f"{k}: {v}" for k, v in card.memory.how.items())
         ),
     )
+    basis.update(_input_bases(card))
     if price is not None:
         basis["usd_per_gpu_hour"] = Basis(kind="sourced", how=price.label())
     empty = dict(
@@ -218,6 +219,23 @@ def plan_row(
         basis=basis,
         **row,
     )
+
+
+# Inputs computed here from the architecture (the rest are defaults/quotes/catalog values: "sourced").
+_COMPUTED = {"weights_bytes", "kv_bytes_per_token", "vocoder", "prefill"}
+
+
+def _input_bases(card: Card) -> dict[str, Basis]:
+    """The memory and step-model inputs of this card's row, each measured, computed or sourced."""
+    out: dict[str, Basis] = {}
+    models: list[tuple[str, dict[str, str], set[str]]] = [("memory", card.memory.how, card.memory.measured)]
+    if card.step is not None:
+        models.append(("step", card.step.how, card.step.measured))
+    for prefix, how, measured in models:
+        for key, text in how.items():
+            kind = "measured" if key in measured else "projected" if key in _COMPUTED else "sourced"
+            out[f"{prefix}.{key}"] = Basis(kind=kind, how=text)
+    return out
 
 
 def _per_gpu(target: Load, capacity: float) -> tuple[Load, int]:

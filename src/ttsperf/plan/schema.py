@@ -75,6 +75,7 @@ class PlanInputs(BaseModel):
     profiles: list[str]
     calibration: str
     workload: dict[str, float | int | str]
+    model: dict[str, float | int | str] = Field(description="sizes the memory model starts from, with how")
     catalog: str
     prices: str
     defaults: dict[str, Default]

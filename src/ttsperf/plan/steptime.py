@@ -72,7 +72,7 @@ class StepModel:
     inv_bw: float
     inv_flops: float
     how: dict[str, str] = field(default_factory=dict)
-    kind: str = "projected"  # "measured" when fitted to step times measured on this card
+    measured: set[str] = field(default_factory=set)  # parameters fitted to a profile of this card
     prefill_points: list[tuple[int, float]] = field(default_factory=list)  # measured (P, s)
     vocoder_s_per_audio_s: float | None = None  # measured on this card
 
@@ -141,6 +141,9 @@ def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tf
             "t_fixed": DEFAULT_T_FIXED_SOURCE,
             "mbu": f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})",
             "mfu": f"{DEFAULT_MFU:.2f} ({DEFAULT_MFU_SOURCE})",
+            "prefill": "roofline over n x P prompt tokens: t_fixed + max(bytes/(BW MBU), flops/(peak MFU))",
+            "vocoder": "one call per step with chunks: t_fixed + max(Decoder+Vocos weights/(BW x MBU), "
+            "2 x params x 93.75 frames/s x audio s/(peak x MFU)); launch cost = t_fixed is an assumption",
         },
     )
 
