@@ -65,7 +65,7 @@ def test_profile_calibrates_its_own_card_only(profile_file):
     # a 4 ms overhead instead of the default 10 ms: more streams per GPU
     assert fitted.max_streams > default.max_streams
     assert "profiled cards fitted" in plan.inputs.calibration
-    assert "measured in" in fitted.basis["max_batch"].how  # weights/KV bytes came from the profile
+    assert "measured in" in fitted.basis["memory.weights_bytes"].how  # bytes came from the profile
 
 
 def test_every_input_is_tagged_measured_projected_or_sourced(profile_file):

@@ -64,7 +64,8 @@ def render(plan: Plan, console: Console, memory_at: int | None) -> None:
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(
-        "* = price from --price. Dim rows miss the SLO. Every latency, capacity and cost is projected "
+        "* = price from --price; own = bought (--own): amortised + electricity; Wh/audio-h at TDP x busy "
+        "fraction. Dim rows miss the SLO. Every latency, capacity and cost is projected "
         "(formula and inputs per number: --json, 'basis'); defaults are assumptions in docs/PLANNING.md."
     )
     for sc in plan.scenarios:
@@ -88,6 +89,7 @@ def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
         "$/GPU-h",
         "$/h",
         "$/audio-h",
+        "Wh/audio-h",
         "",
     )
     for col in cols:
@@ -96,8 +98,9 @@ def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
     for r in sc.rows:
         cap = str(r.max_streams) if streams else _f(r.max_rate_rps, ".2f")
         price = _f(r.usd_per_gpu_hour, ".3f")
-        if r.usd_per_gpu_hour is not None and r.basis["usd_per_gpu_hour"].how.startswith("user"):
-            price += "*"
+        if r.usd_per_gpu_hour is not None:
+            how = r.basis["usd_per_gpu_hour"].how
+            price += "*" if how.startswith("user") else " own" if how.startswith("owned") else ""
         mark = ""
         if r.note:
             notes.append(f"[{len(notes) + 1}] {r.gpu}: {r.note}")
@@ -114,6 +117,7 @@ def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
             price,
             _f(r.usd_per_hour, ".2f"),
             _f(r.usd_per_audio_hour, ".4f"),
+            _f(r.kwh_per_audio_hour and r.kwh_per_audio_hour * 1000, ".2f"),
             mark,
             style=None if r.meets_slo else "dim",
         )
@@ -200,6 +204,17 @@ def register(app: typer.Typer) -> None:
         step_overhead: str = typer.Option(
             None, "--step-overhead", help="What-if per-step fixed overhead, e.g. 3ms."
         ),
+        own: list[str] = typer.Option(
+            None,
+            "--own",
+            help='Bought, not rented: "RTX 4090" (launch price shipped) or "A100 40GB PCIe=9000".',
+        ),
+        amortize: str = typer.Option(
+            "3y", "--amortize", help="Spread an owned card's price over 3y, 36m, ..."
+        ),
+        electricity: str = typer.Option(
+            None, "--electricity", help="USD per kWh for owned cards, e.g. 0.15."
+        ),
         memory_at: int = typer.Option(
             None, "--memory-at", help="Also show the memory breakdown at this batch."
         ),
@@ -232,6 +247,9 @@ def register(app: typer.Typer) -> None:
                 first_chunk_steps=first_chunk_steps,
                 max_batch=max_batch,
                 step_overhead=step_overhead,
+                own=own,
+                amortize=amortize,
+                electricity=electricity,
                 memory_at=memory_at,
                 requests=requests,
                 seed=seed,
@@ -246,5 +264,5 @@ def register(app: typer.Typer) -> None:
         if as_json:
             print_json(data)
         else:
-            # rich wraps at 80 columns when stdout is not a terminal; the table needs ~120
-            render(plan, Console(width=None if sys.stdout.isatty() else 130), memory_at)
+            # rich wraps at 80 columns when stdout is not a terminal; the table needs ~140
+            render(plan, Console(width=None if sys.stdout.isatty() else 150), memory_at)

@@ -11,8 +11,9 @@ from ttsperf.plan import memory as M
 from ttsperf.plan import steptime as S
 from ttsperf.plan.cards import build_cards, plan_dtype
 from ttsperf.plan.catalog import load_catalog, split_names
+from ttsperf.plan.cost import parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
-from ttsperf.plan.recommend import plan_scenario
+from ttsperf.plan.recommend import Settings, plan_scenario
 from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs
 from ttsperf.plan.simulate import Load
@@ -80,6 +81,9 @@ def make_plan(
     first_chunk_steps: int = 24,
     max_batch: int | None = None,
     step_overhead: str | None = None,
+    own: list[str] | None = None,
+    amortize: str = "3y",
+    electricity: str | None = None,
     memory_at: int | None = None,
     requests: int = 1000,
     seed: int = 0,
@@ -143,26 +147,13 @@ def make_plan(
     note += note_extra
     target = Load("streams", streams) if streams else Load("rate", rate) if rate else None
     slo_limits = parse_slo(slo) if slo is not None else None
-    cache: dict = {}
+    own_cards = parse_own(own or [], list(cat.gpus), amortize, electricity)
+    settings = Settings(cat, workload, requests, seed, memory_at, max_batch, own_cards)
     scenarios = [
-        plan_scenario(
-            SCENARIOS[n],
-            cards,
-            cat,
-            workload,
-            target,
-            slo_limits,
-            requests,
-            seed,
-            note,
-            memory_at=memory_at,
-            batch_cap=max_batch,
-            progress=progress,
-            cache=cache,
-        )
-        for n in names
+        plan_scenario(SCENARIOS[n], cards, target, slo_limits, settings, note, progress) for n in names
     ]
-    missing = [c.name for c in cards if c.name not in cat.prices]
+    owned = own_cards.purchases if own_cards else {}
+    missing = [c.name for c in cards if c.name not in cat.prices and c.name not in owned]
     notes = []
     if missing:
         notes.append(

@@ -27,6 +27,7 @@ class Card:
     basis: dict[str, Basis] = field(default_factory=dict)
     note: str = ""
     profiled: bool = False
+    tdp_w: float | None = None  # catalog TDP, for power and energy
 
 
 def plan_dtype(profiles: list[tuple[str, ModelProfile]], dtype: str | None) -> str:
@@ -162,6 +163,7 @@ def _catalog_card(gpu: Gpu, dtype: str, memory: MemoryModel) -> Card:
         memory_bytes=card_bytes(gpu.memory_gb),
         memory=memory,
         step=None,
+        tdp_w=gpu.tdp_w,
         basis={
             "memory": Basis(kind="sourced", how=f"catalog memory_gb {gpu.memory_gb:g} (as GiB): {gpu.source}")
         },

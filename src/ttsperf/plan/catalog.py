@@ -102,7 +102,7 @@ def resolve_name(name: str, known: list[str], where: str) -> str:
     raise UserError(f"{where}: unknown GPU {name!r}{hint}; known: {', '.join(known)}")
 
 
-def _read_rows(path: Path | None, shipped: str, columns: dict[str, tuple[bool, str]]):
+def read_rows(path: Path | None, shipped: str, columns: dict[str, tuple[bool, str]]):
     """Yield (label, line, row-as-parsed-dict) after checking the header and every field."""
     if path is None:
         label = f"ttsperf/data/{shipped}"
@@ -153,7 +153,7 @@ def parse_positive(raw: str, where: str) -> float:
 
 
 def load_gpus(path: Path | None = None) -> tuple[str, dict[str, Gpu]]:
-    label, rows = _read_rows(path, SHIPPED_GPUS, GPU_COLUMNS)
+    label, rows = read_rows(path, SHIPPED_GPUS, GPU_COLUMNS)
     gpus: dict[str, Gpu] = {}
     for _, line, r in rows:
         name = str(r["name"])
@@ -179,7 +179,7 @@ def load_gpus(path: Path | None = None) -> tuple[str, dict[str, Gpu]]:
 
 def load_prices(known: list[str], path: Path | None = None) -> tuple[str, dict[str, Price]]:
     """The cheapest per-GPU hourly price for each card the file names."""
-    label, rows = _read_rows(path, SHIPPED_PRICES, PRICE_COLUMNS)
+    label, rows = read_rows(path, SHIPPED_PRICES, PRICE_COLUMNS)
     best: dict[str, Price] = {}
     for _, line, r in rows:
         gpu = resolve_name(str(r["gpu"]), known, f"{label}: line {line}: field 'gpu'")

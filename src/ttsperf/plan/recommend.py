@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ttsperf.plan.cards import Card
 from ttsperf.plan.catalog import Catalog
+from ttsperf.plan.cost import Ownership
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.scenarios import Scenario, meets, misses
 from ttsperf.plan.schema import Basis, PlanRow, ScenarioPlan, Slo
@@ -77,81 +78,101 @@ def _bisect(lo, hi, best: SimResult, midpoint, kind: str, slo, sim) -> Capacity:
     return Capacity(lo, best, None)
 
 
-def plan_row(
-    card: Card,
-    catalog: Catalog,
-    workload: Workload,
-    scenario: Scenario,
-    target: Load,
-    n_requests: int,
-    seed: int,
-    memory_at: int | None = None,
-    batch_cap: int | None = None,
-    cache: dict | None = None,
-) -> PlanRow:
-    maxb = card.memory.max_batch(card.memory_bytes, workload, cap=batch_cap)
-    mem_b = memory_at or max(maxb, 1)
-    memory = card.memory.breakdown(mem_b, workload)
+@dataclass
+class Settings:
+    """What every row of a plan shares."""
+
+    catalog: Catalog
+    workload: Workload
+    n_requests: int = 1000
+    seed: int = 0
+    memory_at: int | None = None  # memory breakdown at this batch (default: at max batch)
+    batch_cap: int | None = None  # the engine's slot limit, below what memory allows
+    own: Ownership | None = None
+    cache: dict = field(default_factory=dict)  # (card, load) -> SimResult, shared across scenarios
+
+
+_EMPTY = dict.fromkeys(
+    (
+        "step_ms",
+        "p50_s",
+        "p99_s",
+        "ttfa_p99_s",
+        "max_streams",
+        "max_rate_rps",
+        "gpus_needed",
+        "usd_per_hour",
+        "usd_per_audio_hour",
+        "watts",
+        "kwh_per_audio_hour",
+        "usd_per_gpu_hour",
+    )
+)
+
+
+def _hourly(card: Card, s: Settings, at_capacity: SimResult | None) -> tuple[float | None, Basis | None]:
+    """USD per GPU-hour: owned (amortised + electricity at capacity) or the cheapest rental price."""
+    if s.own is not None and card.name in s.own.purchases:
+        watts = card.tdp_w * at_capacity.busy_fraction if card.tdp_w and at_capacity else None
+        usd, how = s.own.usd_per_gpu_hour(card.name, watts)
+        return usd, Basis(kind="projected", how=f"owned: {how}")
+    price = s.catalog.prices.get(card.name)
+    if price is None:
+        return None, None
+    return price.usd_per_gpu_hour, Basis(kind="sourced", how=price.label())
+
+
+def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanRow:
+    w = s.workload
+    maxb = card.memory.max_batch(card.memory_bytes, w, cap=s.batch_cap)
+    memory = card.memory.breakdown(s.memory_at or max(maxb, 1), w)
     memory["card"] = card.memory_bytes
-    price = catalog.prices.get(card.name)
     basis = dict(card.basis)
     basis["max_batch"] = Basis(
         kind="projected",
         how=(
             "largest B with runtime + weights + frag x (KV/token x B x context + transients(B))"
-            " <= card memory; "
-            f"context = {workload.prompt_tokens} prompt + {workload.steps} steps; "
-            + "; ".join(f"{k}: {v}" for k, v in card.memory.how.items())
+            f" <= card memory; context = {w.prompt_tokens} prompt + {w.steps} steps"
         ),
     )
     basis.update(_input_bases(card))
-    if price is not None:
-        basis["usd_per_gpu_hour"] = Basis(kind="sourced", how=price.label())
-    empty = dict(
-        step_ms=None,
-        p50_s=None,
-        p99_s=None,
-        ttfa_p99_s=None,
-        max_streams=None,
-        max_rate_rps=None,
-        gpus_needed=None,
-        usd_per_hour=None,
-        usd_per_audio_hour=None,
-    )
+    row = dict(_EMPTY)
     if card.step is None or maxb == 0:
-        note = (
-            card.note or f"does not fit: one sequence needs {card.memory.total(1, workload) / 2**30:.2f} GiB"
-        )
+        usd, price_basis = _hourly(card, s, None)
+        if price_basis:
+            basis["usd_per_gpu_hour"] = price_basis
+        note = card.note or f"does not fit: one sequence needs {card.memory.total(1, w) / 2**30:.2f} GiB"
+        row["usd_per_gpu_hour"] = usd
         return PlanRow(
             gpu=card.name,
             fits=False,
             max_batch=maxb,
             meets_slo=False,
             memory_bytes=memory,
-            usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
             note=note,
             basis=basis,
-            **empty,
+            **row,
         )
-    engine = Engine(card.step, maxb, workload)
-
-    cache = {} if cache is None else cache
+    engine = Engine(card.step, maxb, w)
 
     def sim(load: Load) -> SimResult:  # scenarios share loads (realtime/concurrency share the SLO)
         key = (card.name, load)
-        if key not in cache:
-            cache[key] = simulate(engine, load, n_requests=n_requests, seed=seed)
-        return cache[key]
+        if key not in s.cache:
+            s.cache[key] = simulate(engine, load, n_requests=s.n_requests, seed=s.seed)
+        return s.cache[key]
 
     cap = find_capacity(engine, target.kind if target.kind == "streams" else "rate", scenario.slo, sim)
     step_how = "; ".join(f"{k}: {v}" for k, v in card.step.how.items())
     formula = "t(B,L) = t_fixed + max(bytes(B,L)/(BW x MBU), flops(B,L)/(peak x MFU))"
     sim_how = (
-        f"discrete-event simulation of continuous batching, {n_requests} requests, seed {seed}, "
+        f"discrete-event simulation of continuous batching, {s.n_requests} requests, seed {s.seed}, "
         f"steps at {formula} [{step_how}]"
     )
     notes = [card.note] if card.note else []
-    row = dict(empty)
+    usd, price_basis = _hourly(card, s, cap.result)
+    row["usd_per_gpu_hour"] = usd
+    if price_basis:
+        basis["usd_per_gpu_hour"] = price_basis
     if cap.value > 0 and cap.result is not None:
         per_gpu_load, gpus = _per_gpu(target, cap.value)
         at = sim(per_gpu_load)
@@ -162,13 +183,8 @@ def plan_row(
             ttfa_p99_s=at.ttfa_p99_s,
             gpus_needed=gpus,
         )
-        if target.kind == "streams":
-            row["max_streams"] = int(cap.value)
-        else:
-            row["max_rate_rps"] = cap.value
-        if price is not None:
-            row["usd_per_hour"] = gpus * price.usd_per_gpu_hour
-            row["usd_per_audio_hour"] = price.usd_per_gpu_hour / cap.result.audio_throughput
+        cap_key = "max_streams" if target.kind == "streams" else "max_rate_rps"
+        row[cap_key] = int(cap.value) if target.kind == "streams" else cap.value
         if not at.p99_resolved:
             notes.append(f"P99 from {at.n} requests is not resolved (needs >= 1000)")
         if not meets(at, scenario.slo):  # rounding the per-GPU load up can cross the bound
@@ -176,18 +192,31 @@ def plan_row(
         basis_load = f"at {per_gpu_load.label()} per GPU ({gpus} GPUs for {target.label()})"
         for key in ("step_ms", "p50_s", "p99_s", "ttfa_p99_s"):
             basis[key] = Basis(kind="projected", how=f"{basis_load}: {sim_how}")
-        cap_key = "max_streams" if target.kind == "streams" else "max_rate_rps"
         basis[cap_key] = Basis(
             kind="projected",
             how=f"bisection on simulated load for SLO {scenario.slo or 'none'}"
             + ("" if scenario.slo else " (none: saturated throughput at max batch)"),
         )
         basis["gpus_needed"] = Basis(kind="projected", how=f"ceil(target {target.label()} / {cap_key})")
-        if price is not None:
+        throughput = cap.result.audio_throughput
+        if usd is not None:
+            row["usd_per_hour"] = gpus * usd
+            row["usd_per_audio_hour"] = usd / throughput
             basis["usd_per_audio_hour"] = Basis(
                 kind="projected",
                 how=f"usd_per_gpu_hour / audio hours per GPU-hour at {cap_key} "
-                f"({cap.result.audio_throughput:.3g} audio-s per s)",
+                f"({throughput:.3g} audio-s per s)",
+            )
+        if card.tdp_w:
+            row["watts"] = card.tdp_w * at.busy_fraction
+            row["kwh_per_audio_hour"] = card.tdp_w * cap.result.busy_fraction / 1000 / throughput
+            power = (
+                f"TDP {card.tdp_w:g} W (catalog) x simulated busy fraction; assumption: a busy card draws "
+                "its TDP, an idle one nothing (no measured power)"
+            )
+            basis["watts"] = Basis(kind="projected", how=f"{basis_load}: {power}")
+            basis["kwh_per_audio_hour"] = Basis(
+                kind="projected", how=f"at {cap_key}: {power}, over {throughput:.3g} audio-s per s"
             )
     else:
         closest = cap.closest
@@ -197,23 +226,21 @@ def plan_row(
             p50_s=closest.p50_s,
             p99_s=closest.p99_s,
             ttfa_p99_s=closest.ttfa_p99_s,
-            max_streams=0 if target.kind == "streams" else None,
-            max_rate_rps=0.0 if target.kind != "streams" else None,
         )
+        row["max_streams" if target.kind == "streams" else "max_rate_rps"] = 0
         notes.append(
             f"misses the SLO even at the least load ({misses(closest, scenario.slo)}); "
             "latencies shown are at that least load"
         )
         for key in ("step_ms", "p50_s", "p99_s", "ttfa_p99_s"):
             basis[key] = Basis(kind="projected", how=f"at the least load: {sim_how}")
-    if price is None:
-        notes.append("no price: supply one with --price or --prices")
+    if usd is None:
+        notes.append("no price: supply one with --price, --prices or --own")
     return PlanRow(
         gpu=card.name,
         fits=True,
         max_batch=maxb,
         meets_slo=cap.value > 0,
-        usd_per_gpu_hour=price.usd_per_gpu_hour if price else None,
         memory_bytes=memory,
         note="; ".join(notes),
         basis=basis,
@@ -280,17 +307,11 @@ def recommend(scenario: Scenario, target: Load, rows: list[PlanRow], basis_note:
 def plan_scenario(
     scenario: Scenario,
     cards: list[Card],
-    catalog: Catalog,
-    workload: Workload,
     target: Load | None,
     slo: dict[str, float] | None,
-    n_requests: int,
-    seed: int,
+    settings: Settings,
     basis_note: str,
-    memory_at: int | None = None,
-    batch_cap: int | None = None,
     progress: Callable[[str], None] | None = None,
-    cache: dict | None = None,
 ) -> ScenarioPlan:
     if slo is not None:
         scenario = Scenario(
@@ -308,9 +329,7 @@ def plan_scenario(
     for card in cards:
         if progress:
             progress(f"{scenario.name}: {card.name}")
-        rows.append(
-            plan_row(card, catalog, workload, scenario, load, n_requests, seed, memory_at, batch_cap, cache)
-        )
+        rows.append(plan_row(card, scenario, load, settings))
     return ScenarioPlan(
         scenario=scenario.name,
         description=scenario.description,

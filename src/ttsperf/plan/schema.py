@@ -48,6 +48,8 @@ class PlanRow(BaseModel):
     usd_per_gpu_hour: float | None
     usd_per_hour: float | None = Field(description="gpus_needed x usd_per_gpu_hour")
     usd_per_audio_hour: float | None = Field(description="at the most load per GPU meeting the SLO")
+    watts: float | None = Field(None, description="TDP x busy fraction at the target load per GPU")
+    kwh_per_audio_hour: float | None = Field(None, description="energy per audio hour at capacity")
     memory_bytes: dict[str, float] = Field(description="memory model at max_batch")
     note: str = ""
     basis: dict[str, Basis]

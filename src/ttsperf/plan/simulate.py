@@ -64,6 +64,7 @@ class SimResult:
     audio_throughput: float  # audio seconds per wall second (RTFx)
     mean_batch: float  # rows per decode step, averaged over steps
     mean_step_s: float
+    busy_fraction: float  # share of the run the worker was prefilling, stepping or vocoding
     p99_resolved: bool
 
     def metric(self, name: str) -> float:
@@ -185,6 +186,7 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
     now, g, batch, sum_start = 0.0, 0, 0, 0
     done_measured = 0
     step_count, step_time_sum, batch_step_sum = 0, 0.0, 0
+    idle = 0.0  # time the worker waits with nothing to run (for the busy fraction -> power)
 
     def take_arrivals() -> None:
         while arrivals and arrivals[0][0] <= now:
@@ -211,6 +213,7 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
         if admitted:  # one batched prefill call for everyone who joins at this boundary
             now += sm.prefill(prompt, admitted)
         if batch == 0:
+            idle += max(0.0, arrivals[0][0] - now)
             now = max(now, arrivals[0][0])
             continue
 
@@ -267,5 +270,6 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
         audio_throughput=n_requests * audio_s / window if window > 0 else math.inf,
         mean_batch=batch_step_sum / step_count if step_count else 0.0,
         mean_step_s=step_time_sum / step_count if step_count else 0.0,
+        busy_fraction=1.0 - idle / now if now > 0 else 0.0,
         p99_resolved=n_requests >= P99_MIN_SAMPLES,
     )
