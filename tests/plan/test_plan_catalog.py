@@ -149,6 +149,12 @@ def test_gpus_filter_resolves_names_and_rejects_unknown_and_ambiguous():
         split_names(" , ")
 
 
+def test_user_catalog_with_shipped_prices_skips_cards_it_lacks(tmp_path):
+    p = write(tmp_path, "g.csv", GOOD_HEADER + "\n" + GOOD_ROW.replace("Card X", "RTX 4090") + "\n")
+    cat = load_catalog(catalog=p)
+    assert list(cat.gpus) == ["RTX 4090"] and list(cat.prices) == ["RTX 4090"]
+
+
 def test_price_override_wins_and_is_labelled():
     cat = load_catalog(price_flags=["RTX 4090=0.05"])
     assert cat.prices["RTX 4090"].usd_per_gpu_hour == 0.05

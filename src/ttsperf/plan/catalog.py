@@ -178,10 +178,16 @@ def load_gpus(path: Path | None = None) -> tuple[str, dict[str, Gpu]]:
 
 
 def load_prices(known: list[str], path: Path | None = None) -> tuple[str, dict[str, Price]]:
-    """The cheapest per-GPU hourly price for each card the file names."""
+    """The cheapest per-GPU hourly price for each card the file names.
+
+    A user's file must name catalog cards; the shipped file may price cards a user's own
+    catalog (--catalog) does not have, and those rows are skipped.
+    """
     label, rows = read_rows(path, SHIPPED_PRICES, PRICE_COLUMNS)
     best: dict[str, Price] = {}
     for _, line, r in rows:
+        if path is None and not any(str(r["gpu"]).lower() == k.lower() for k in known):
+            continue
         gpu = resolve_name(str(r["gpu"]), known, f"{label}: line {line}: field 'gpu'")
         per_gpu = float(r["usd_per_gpu_hour"])  # type: ignore[arg-type]
         n, per_inst = r["gpus_per_instance"], r["usd_per_instance_hour"]
