@@ -170,3 +170,49 @@ def test_offline_capacity_is_saturated_throughput_and_cheapest_per_audio_hour_wi
     best = min(priced, key=lambda r: r.usd_per_audio_hour)
     assert f"x {best.gpu} at" in sc.recommendation
     assert all(r.max_rate_rps and r.max_rate_rps > 0 for r in sc.rows)
+
+
+def test_output_dir_writes_plan_and_a_pareto_chart_per_scenario(tmp_path):
+    import xml.dom.minidom
+
+    out = tmp_path / "plan-out"
+    r = run("--gpus", "RTX 3090,RTX 4090,A100 40GB PCIe", "--requests", "100", "-o", f"{out}/")
+    assert r.exit_code == 0, r.output
+    assert Plan.model_validate(json.loads((out / "plan.json").read_text()))
+    for name in ("realtime", "offline", "concurrency"):
+        doc = xml.dom.minidom.parse(str(out / f"pareto-{name}.svg"))
+        drawn = [t.firstChild.data for t in doc.getElementsByTagName("text")]
+        assert "RTX 3090" in drawn  # every card here meets the SLO and has a price
+
+
+def test_pareto_front_drops_dominated_cards():
+    from ttsperf.plan.chart import pareto
+    from ttsperf.plan.schema import PlanRow
+
+    def row(gpu, p99, cost):
+        return PlanRow(
+            gpu=gpu,
+            fits=True,
+            max_batch=1,
+            step_ms=1,
+            p50_s=p99,
+            p99_s=p99,
+            ttfa_p99_s=0.1,
+            max_streams=1,
+            max_rate_rps=None,
+            meets_slo=True,
+            gpus_needed=1,
+            usd_per_gpu_hour=1,
+            usd_per_hour=1,
+            usd_per_audio_hour=cost,
+            memory_bytes={},
+            basis={},
+        )
+
+    rows = [
+        row("fast-dear", 1.0, 5.0),
+        row("slow-cheap", 3.0, 1.0),
+        row("dominated", 3.5, 6.0),
+        row("middle", 2.0, 2.0),
+    ]
+    assert [r.gpu for r in pareto(rows)] == ["fast-dear", "middle", "slow-cheap"]

@@ -13,6 +13,7 @@ from rich.table import Table
 from ttsperf.cli.common import print_json, user_errors
 from ttsperf.errors import UserError
 from ttsperf.plan.api import make_plan
+from ttsperf.plan.chart import svg
 from ttsperf.plan.schema import Plan, ScenarioPlan
 
 HELP = """Choose the GPU, the count and the cost for serving ChatTTS, per scenario.
@@ -159,6 +160,28 @@ def _memory_table(sc: ScenarioPlan, console: Console, batch: int) -> None:
     console.print(t)
 
 
+def write_outputs(plan: Plan, data: dict, out: str) -> list[Path]:
+    """-o FILE writes the JSON there; -o DIR (existing, or ending in /) writes plan.json + charts."""
+    output = Path(out)
+    as_dir = output.is_dir() or out.endswith(("/", "\\"))
+    files = (
+        {output / "plan.json": json.dumps(data, indent=2, ensure_ascii=False) + "\n"}
+        if as_dir
+        else {output: json.dumps(data, indent=2, ensure_ascii=False) + "\n"}
+    )
+    if as_dir:
+        for sc in plan.scenarios:
+            files[output / f"pareto-{sc.scenario}.svg"] = svg(sc)
+    try:
+        if as_dir:
+            output.mkdir(parents=True, exist_ok=True)
+        for path, text in files.items():
+            path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    return list(files)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("plan", help=HELP)
     @user_errors
@@ -225,7 +248,12 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(
             False, "--json", help="Print the Plan JSON on stdout instead of tables."
         ),
-        output: Path = typer.Option(None, "-o", "--output", help="Write the Plan JSON to this file."),
+        output: str = typer.Option(
+            None,
+            "-o",
+            "--output",
+            help="FILE.json: the Plan JSON; DIR/: plan.json + a cost-vs-P99 SVG per scenario.",
+        ),
     ) -> None:
         if memory_at is not None and memory_at < 1:
             raise UserError(f"--memory-at: expected a batch >= 1, found {memory_at}")
@@ -257,10 +285,9 @@ def register(app: typer.Typer) -> None:
             )
         data = plan.dump()
         if output is not None:
-            try:
-                output.write_text(json.dumps(data, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-            except OSError as exc:
-                raise UserError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+            written = write_outputs(plan, data, output)
+            if not as_json:
+                Console(stderr=True).print(f"wrote {', '.join(str(p) for p in written)}")
         if as_json:
             print_json(data)
         else:
