@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from ttsperf.cli.main import app
 from ttsperf.plan.api import make_plan
+from ttsperf.plan.memory import MemoryModel, Workload
 from ttsperf.plan.schema import Plan
 
 runner = CliRunner()
@@ -216,3 +217,25 @@ def test_pareto_front_drops_dominated_cards():
         row("middle", 2.0, 2.0),
     ]
     assert [r.gpu for r in pareto(rows)] == ["fast-dear", "middle", "slow-cheap"]
+
+
+def test_card_without_the_dtype_or_the_memory_does_not_fit(tmp_path):
+    plan = make_plan(gpus="T4,RTX 4090", dtype="bf16", scenario="offline", requests=100)
+    t4 = plan.scenarios[0].rows[0]
+    assert not t4.fits and t4.note == "no bf16 support listed in the catalog"
+    cat = tmp_path / "gpus.csv"
+    cat.write_text(
+        "name,memory_gb,mem_bandwidth_gbs,fp16_dense_tflops,fp32_tflops,source\n"
+        "Tiny,1,100,10,5,made up for a test\n"
+    )
+    row = make_plan(catalog=str(cat), scenario="offline", requests=100).scenarios[0].rows[0]
+    assert not row.fits and row.max_batch == 0
+    need = MemoryModel("fp16").total(1, Workload()) / 2**30  # weights + CUDA context alone exceed 1 GiB
+    assert need > 1 and row.note == f"does not fit: one sequence needs {need:.2f} GiB"
+
+
+def test_rate_target_with_an_slo_reports_requests_per_second():
+    row = make_plan(gpus="RTX 4090", scenario="realtime", rate=2.0, step_overhead="3ms", requests=200)
+    r = row.scenarios[0].rows[0]
+    assert r.max_streams is None and r.max_rate_rps and r.max_rate_rps > 2.0
+    assert r.gpus_needed == 1 and r.ttfa_p99_s <= 0.3

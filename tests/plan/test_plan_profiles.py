@@ -131,3 +131,24 @@ def test_model_profile_schema_is_strict(make_profile):
     d["unexpected"] = 1
     with pytest.raises(Exception, match="unexpected"):
         ModelProfile.model_validate(d)
+
+
+@pytest.mark.parametrize(
+    ("device", "card"),
+    [
+        ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+        ("NVIDIA A100-SXM4-40GB", "A100 40GB SXM"),
+        ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe"),
+        ("Tesla T4", "T4"),
+        ("NVIDIA L40S", "L40S"),
+        ("NVIDIA A10", "A10"),
+        ("NVIDIA H200", None),  # not H20: model numbers must match whole
+        ("NVIDIA H100 80GB HBM3", None),  # PCIe or SXM? no guess
+        ("AMD EPYC 7B13", None),
+    ],
+)
+def test_profiled_device_names_match_catalog_cards(device, card):
+    from ttsperf.plan.cards import match_device
+    from ttsperf.plan.catalog import load_gpus
+
+    assert match_device(device, list(load_gpus()[1])) == card

@@ -7,6 +7,7 @@ defaults. Measured weights bytes and KV bytes/token hold for any card at the sam
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from ttsperf.errors import UserError
@@ -44,11 +45,30 @@ def plan_dtype(profiles: list[tuple[str, ModelProfile]], dtype: str | None) -> s
     return kinds.pop() if kinds else "fp16"
 
 
-def _match(profile: ModelProfile, catalog: Catalog) -> str | None:
-    wanted = " ".join(profile.device.name.split()).lower()
-    for name in catalog.gpus:
-        if name.lower() == wanted:
-            return name
+_VENDOR_WORDS = {"nvidia", "geforce", "tesla", "amd", "instinct", "radeon"}
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"[^a-z0-9]+", name.lower()) if t and t not in _VENDOR_WORDS]
+
+
+def match_device(device: str, names: list[str]) -> str | None:
+    """The catalog card a profiled device is, from the name torch reports, or None.
+
+    "NVIDIA GeForce RTX 4090" -> "RTX 4090"; "NVIDIA A100-SXM4-40GB" -> "A100 40GB SXM" (every
+    catalog token equals, or failing that, if a word, starts a device token; the most specific card
+    wins; a tie is no match, so the device gets a row of its own rather than a wrong card's numbers).
+    """
+    dev = _tokens(device)
+    if not dev:
+        return None
+    # a word may abbreviate ("sxm" for "sxm4"); a model number may not ("h20" is not "h200")
+    for same in (lambda a, b: a == b, lambda a, b: a == b or (a.isalpha() and b.startswith(a))):
+        hits = [n for n in names if _tokens(n) and all(any(same(t, d) for d in dev) for t in _tokens(n))]
+        if hits:
+            most = max(len(_tokens(n)) for n in hits)
+            best = [n for n in hits if len(_tokens(n)) == most]
+            return best[0] if len(best) == 1 else None
     return None
 
 
@@ -129,7 +149,7 @@ def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtyp
         cards.append(_catalog_card(gpu, dtype, memory()))
     by_name = {c.name: c for c in cards}
     for path, p in profiles:
-        name = _match(p, catalog)
+        name = match_device(p.device.name, list(catalog.gpus))
         if name is not None:
             if name in by_name and by_name[name].step is not None:
                 _calibrate(by_name[name], path, p, dtype)
