@@ -84,6 +84,13 @@ def test_throughput_saturates_at_max_batch_over_request_time():
     assert r.p50_s == pytest.approx(4 * 1.0, rel=0.05)
 
 
+def test_saturated_throughput_is_unbiased_with_many_streams_in_flight():
+    """More streams in flight than measured requests: the count over the span must not undercount."""
+    e = constant_engine(0.01, steps=100, max_batch=400, prefill_s=0.0)
+    r = simulate(e, Load("streams", 400), n_requests=100)
+    assert r.throughput_rps == pytest.approx(400 / (100 * 0.01), rel=0.03)
+
+
 def test_single_stream_latency_by_hand_with_growing_context():
     """One stream on the roofline model: E2E = prefill + sum of t(1, P + j) + vocoder calls, by hand."""
     sm = default_model("fp16", KV16, 300.0, 8.0)
