@@ -100,6 +100,12 @@ def test_profile_runtime_memory_is_fitted_to_cover_measured_peaks(profile_file):
     assert fitted.max_batch < default.max_batch  # 2 GB held outside the tensors leaves less room
 
 
+def test_profile_of_a_card_outside_the_selection_adds_no_row(profile_file):
+    prof = profile_file(device="NVIDIA GeForce RTX 4090")
+    plan = make_plan(profile=[str(prof)], scenario="offline", gpus="T4", requests=100)
+    assert [r.gpu for r in plan.scenarios[0].rows] == ["T4"]
+
+
 def test_cpu_profile_gets_a_row_of_its_own(profile_file):
     prof = profile_file(
         device="AMD EPYC 2-core", kind="cpu", t_fixed=0.07, bw_eff=10e9, memory_bytes=8 * 2**30

@@ -149,7 +149,8 @@ def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtyp
         cards.append(_catalog_card(gpu, dtype, memory()))
     by_name = {c.name: c for c in cards}
     for path, p in profiles:
-        name = match_device(p.device.name, list(catalog.gpus))
+        # match against the whole catalog: a profile of a card left out by --gpus adds no row
+        name = match_device(p.device.name, catalog.known or list(catalog.gpus))
         if name is not None:
             if name in by_name and by_name[name].step is not None:
                 _calibrate(by_name[name], path, p, dtype)

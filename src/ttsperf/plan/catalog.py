@@ -81,6 +81,7 @@ class Catalog:
     gpus_file: str
     prices: dict[str, Price] = field(default_factory=dict)  # cheapest per card
     prices_file: str = ""
+    known: list[str] = field(default_factory=list)  # every card in the file, before --gpus
 
     def resolve(self, name: str, where: str = "--gpus") -> str:
         """A user-typed card name -> the catalog's name (exact, case-insensitive, or unique part)."""
@@ -241,7 +242,7 @@ def load_catalog(
     if only:
         chosen = [resolve_name(n, known, "--gpus") for n in only]
         gpus = {n: gpus[n] for n in dict.fromkeys(chosen)}
-    return Catalog(gpus=gpus, gpus_file=gpus_label, prices=best, prices_file=prices_label)
+    return Catalog(gpus=gpus, gpus_file=gpus_label, prices=best, prices_file=prices_label, known=known)
 
 
 def split_names(text: str) -> list[str]:
