@@ -63,6 +63,8 @@ def test_json_is_a_versioned_plan_with_the_issue_keys(tmp_path):
     assert [row["gpu"] for row in rows] == ["T4", "RTX 4090"]
     for row in rows:
         assert ROW_KEYS <= set(row)
+        if row["fits"]:  # per-stream real-time factor and playback stalls at the target load
+            assert row["rtf_p99"] > 0 and row["underrun_p99_s"] >= 0 and row["mean_batch"] >= 1
         for b in row["basis"].values():
             assert b["kind"] in ("measured", "projected", "sourced") and b["how"]
     assert plan.inputs.defaults["t_fixed_s"].source.startswith("quote:")

@@ -92,12 +92,10 @@ class Settings:
     cache: dict = field(default_factory=dict)  # (card, load) -> SimResult, shared across scenarios
 
 
+LATENCY_KEYS = ("step_ms", "p50_s", "p99_s", "ttfa_p99_s", "rtf_p99", "underrun_p99_s", "mean_batch")
 _EMPTY = dict.fromkeys(
     (
-        "step_ms",
-        "p50_s",
-        "p99_s",
-        "ttfa_p99_s",
+        *LATENCY_KEYS,
         "max_streams",
         "max_rate_rps",
         "gpus_needed",
@@ -108,6 +106,16 @@ _EMPTY = dict.fromkeys(
         "usd_per_gpu_hour",
     )
 )
+
+
+def _latency(r: SimResult) -> dict[str, float]:
+    return dict(
+        zip(
+            LATENCY_KEYS,
+            (r.mean_step_s * 1e3, r.p50_s, r.p99_s, r.ttfa_p99_s, r.rtf_p99, r.underrun_p99_s, r.mean_batch),
+            strict=True,
+        )
+    )
 
 
 def _hourly(card: Card, s: Settings, at_capacity: SimResult | None) -> tuple[float | None, Basis | None]:
@@ -176,13 +184,7 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
     if cap.value > 0 and cap.result is not None:
         per_gpu_load, gpus = _per_gpu(target, cap.value)
         at = sim(per_gpu_load)
-        row.update(
-            step_ms=at.mean_step_s * 1e3,
-            p50_s=at.p50_s,
-            p99_s=at.p99_s,
-            ttfa_p99_s=at.ttfa_p99_s,
-            gpus_needed=gpus,
-        )
+        row.update(_latency(at), gpus_needed=gpus)
         cap_key = "max_streams" if target.kind == "streams" else "max_rate_rps"
         row[cap_key] = int(cap.value) if target.kind == "streams" else cap.value
         if not at.p99_resolved:
@@ -190,7 +192,7 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
         if not meets(at, scenario.slo):  # rounding the per-GPU load up can cross the bound
             notes.append(f"at {per_gpu_load.label()} per GPU: {misses(at, scenario.slo)}")
         basis_load = f"at {per_gpu_load.label()} per GPU ({gpus} GPUs for {target.label()})"
-        for key in ("step_ms", "p50_s", "p99_s", "ttfa_p99_s"):
+        for key in LATENCY_KEYS:
             basis[key] = Basis(kind="projected", how=f"{basis_load}: {sim_how}")
         basis[cap_key] = Basis(
             kind="projected",
@@ -221,18 +223,13 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
     else:
         closest = cap.closest
         assert closest is not None
-        row.update(
-            step_ms=closest.mean_step_s * 1e3,
-            p50_s=closest.p50_s,
-            p99_s=closest.p99_s,
-            ttfa_p99_s=closest.ttfa_p99_s,
-        )
+        row.update(_latency(closest))
         row["max_streams" if target.kind == "streams" else "max_rate_rps"] = 0
         notes.append(
             f"misses the SLO even at the least load ({misses(closest, scenario.slo)}); "
             "latencies shown are at that least load"
         )
-        for key in ("step_ms", "p50_s", "p99_s", "ttfa_p99_s"):
+        for key in LATENCY_KEYS:
             basis[key] = Basis(kind="projected", how=f"at the least load: {sim_how}")
     if usd is None:
         notes.append("no price: supply one with --price, --prices or --own")

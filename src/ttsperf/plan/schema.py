@@ -41,6 +41,9 @@ class PlanRow(BaseModel):
     p50_s: float | None = Field(description="E2E latency at the target load per GPU")
     p99_s: float | None
     ttfa_p99_s: float | None
+    rtf_p99: float | None = Field(None, description="E2E / audio seconds, P99, at the target load per GPU")
+    underrun_p99_s: float | None = Field(None, description="worst playback stall per request, P99")
+    mean_batch: float | None = Field(None, description="rows per decode step at the target load per GPU")
     max_streams: int | None = Field(description="most streams per GPU meeting the SLO (streams load)")
     max_rate_rps: float | None = Field(description="most requests/s per GPU meeting the SLO (rate load)")
     meets_slo: bool
