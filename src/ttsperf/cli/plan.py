@@ -24,13 +24,12 @@ continuous-batching scheduler), the most load per GPU meeting the SLO, GPUs need
 $/audio-hour. Without --profile every number is projected from documented defaults (see
 docs/PLANNING.md); with one, the profiled card is fitted to its measurements.
 
+\b
 Examples:
-
   ttsperf plan --scenario realtime --streams 200 --gpus "T4,RTX 4090,A100 40GB PCIe"
-
   ttsperf plan --profile prof.json --price "RTX 4090=0.5" --json -o plan.json
-
   ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 --scenario offline
+  ttsperf plan --scenario realtime --step-overhead 3ms -o plans/
 """
 
 
