@@ -158,3 +158,42 @@ def test_profiled_device_names_match_catalog_cards(device, card):
     from ttsperf.plan.catalog import load_gpus
 
     assert match_device(device, list(load_gpus()[1])) == card
+
+
+# reference/chattts.md [meas]: official package, fp32, 2 CPU threads, LlamaModel step (s)
+CPU_STEPS = [
+    (1, 64, 0.069),
+    (1, 512, 0.073),
+    (1, 1024, 0.082),
+    (4, 64, 0.103),
+    (4, 512, 0.118),
+    (4, 1024, 0.154),
+    (16, 64, 0.124),
+    (16, 512, 0.256),
+    (16, 1024, 0.742),
+]
+
+
+def test_profiled_card_returns_the_measured_step_times(make_profile, tmp_path):
+    from ttsperf.plan.cards import build_cards
+    from ttsperf.plan.catalog import load_catalog
+    from ttsperf.plan.memory import Workload
+    from ttsperf.plan.simulate import Engine, Load, simulate
+    from ttsperf.profile.schema import StepPoint
+
+    prof = make_profile(device="2-core x86-64 CPU", kind="cpu", dtype="fp32", memory_bytes=8 * 2**30)
+    prof.steps = [
+        StepPoint(batch=b, context=c, seconds=prof.weights_bytes.model_copy(update={"value": t, "unit": "s"}))
+        for b, c, t in CPU_STEPS
+    ]
+    card = build_cards(load_catalog(only=["T4"]), [("cpu.json", prof)], "fp32")[-1]
+    assert card.name == "2-core x86-64 CPU (profiled)"
+    for b, c, t in CPU_STEPS:  # the roofline alone misses these by up to 60%; the correction keeps them
+        assert float(card.step.step(b, b * c)) == pytest.approx(t, rel=1e-9)
+    # between measured points the factor interpolates, so a batch-4 step lies between its neighbours
+    assert 0.103 < float(card.step.step(4, 4 * 200)) < 0.118
+    # one stream, 2 s of audio: the simulated E2E is the sum of the corrected steps (+ prefill, vocoder)
+    w = Workload(audio_seconds=2.0, prompt_tokens=64)
+    r = simulate(Engine(card.step, 4, w), Load("streams", 1), n_requests=10)
+    steps = sum(float(card.step.step(1, 64 + j)) for j in range(w.steps))
+    assert r.p50_s - steps == pytest.approx(card.step.prefill(64) + 2.0 * 0.01, rel=0.02)

@@ -15,7 +15,7 @@ from ttsperf.plan import chattts_facts as F
 from ttsperf.plan.catalog import Catalog, Gpu
 from ttsperf.plan.memory import MemoryModel, card_bytes
 from ttsperf.plan.schema import Basis
-from ttsperf.plan.steptime import StepModel, default_model, fit_step_times
+from ttsperf.plan.steptime import Correction, StepModel, default_model, fit_step_times
 from ttsperf.profile.schema import ModelProfile
 
 
@@ -108,6 +108,12 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
         card.step.measured.add("mfu")
     else:
         card.step.how["mfu"] += " (not identified: no measured point was compute-bound)"
+    card.step.correction = Correction.from_points(pts, card.step)
+    card.step.how["correction"] = (
+        f"step times x measured/roofline at the {len(pts)} measured (batch, context) points of {path}, "
+        "interpolated in log batch and log context; nearest edge outside"
+    )
+    card.step.measured.add("correction")
     card.step.prefill_points = [(q.prompt_tokens, q.seconds.value) for q in p.prefill]
     if p.prefill:
         card.step.how["prefill"] = f"interpolated from {len(p.prefill)} prefill times measured in {path}"

@@ -223,7 +223,11 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
         # when a slot is free (so it can join).
         t_arr = arrivals[0][0] - now if (batch < maxb and arrivals) else math.inf
         ctx0 = batch * (prompt + g) - sum_start  # tokens held before the first of these steps
-        elapsed, stop = _run_steps((c0, c1, c2, c3, c4), batch, ctx0, k, t_arr)
+        coef = (c0, c1, c2, c3, c4)
+        if sm.correction is not None:  # a measured correction, taken constant over the run
+            f = sm.factor(batch, ctx0 + batch * k / 2)
+            coef = (c0 * f, c1 * f, c2 * f, c3 * f, c4 * f)
+        elapsed, stop = _run_steps(coef, batch, ctx0, k, t_arr)
         now += elapsed
         g += stop
         step_count += stop

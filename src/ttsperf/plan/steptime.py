@@ -10,6 +10,7 @@ ages cost what they really read.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -63,6 +64,41 @@ def prefill_flops(prompt: int) -> float:
 
 
 @dataclass
+class Correction:
+    """measured / fitted-roofline step time at a profile's (batch, context) grid, interpolated.
+
+    On the device a profile measured, the roofline's shape can miss what really happens (on CPU,
+    caches and the attention kernel make long contexts cost more than their bytes): multiplying by
+    this factor makes the model return the measured time at every measured point, interpolate
+    between them (linearly in log batch and log context) and keep the nearest edge's factor
+    outside the measured range.
+    """
+
+    log_b: np.ndarray  # sorted log batch values
+    log_l: np.ndarray  # sorted log context values
+    factor: np.ndarray  # (len(log_b), len(log_l))
+
+    def __call__(self, batch: float, mean_context: float) -> float:
+        lb, ll = math.log(max(batch, 1.0)), math.log(max(mean_context, 1.0))
+        col = [np.interp(ll, self.log_l, row) for row in self.factor]
+        return float(np.interp(lb, self.log_b, col))
+
+    @classmethod
+    def from_points(cls, points: list[tuple[int, int, float]], model: StepModel) -> Correction:
+        bs = sorted({p[0] for p in points})
+        ls = sorted({p[1] for p in points})
+        sums = np.zeros((len(bs), len(ls)))
+        counts = np.zeros((len(bs), len(ls)))
+        for b, c, t in points:
+            i, j = bs.index(b), ls.index(c)
+            sums[i, j] += t / float(model.roofline(b, b * c))
+            counts[i, j] += 1
+        # a (batch, context) pair the profile did not measure keeps the roofline (factor 1)
+        factor = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
+        return cls(np.log(np.array(bs, float)), np.log(np.array(ls, float)), factor)
+
+
+@dataclass
 class StepModel:
     """Seconds per step on one device. inv_bw = 1/(BW x MBU) s/B; inv_flops = 1/(peak x MFU) s/flop."""
 
@@ -75,16 +111,27 @@ class StepModel:
     measured: set[str] = field(default_factory=set)  # parameters fitted to a profile of this card
     prefill_points: list[tuple[int, float]] = field(default_factory=list)  # measured (P, s)
     vocoder_s_per_audio_s: float | None = None  # measured on this card
+    correction: Correction | None = None  # measured/roofline on this card's profile grid
 
-    def step(self, batch, sum_context):
-        """Seconds for one decode step of `batch` rows holding `sum_context` tokens in all (vectorised)."""
+    def roofline(self, batch, sum_context):
+        """t_fixed + max(bytes/(BW MBU), flops/(peak MFU)) for `batch` rows holding `sum_context` tokens."""
         mem = decode_bytes(batch, sum_context, self.dtype, self.kv_per_token) * self.inv_bw
         comp = decode_flops(batch, sum_context) * self.inv_flops
         return self.t_fixed + np.maximum(mem, comp)
 
+    def factor(self, batch: float, sum_context: float) -> float:
+        return 1.0 if self.correction is None else self.correction(batch, sum_context / max(batch, 1))
+
+    def step(self, batch, sum_context):
+        """Seconds for one decode step (vectorised over sum_context): the roofline x the correction."""
+        t = self.roofline(batch, sum_context)
+        if self.correction is None:
+            return t
+        return t * np.vectorize(lambda s: self.factor(batch, s))(sum_context)
+
     def coefficients(self) -> tuple[float, float, float, float, float]:
-        """t = c0 + max(c1 + c2 x (sum_context + B), c3 x B + c4 x sum_context): step() unrolled,
-        for the simulator's scalar fast path."""
+        """t = c0 + max(c1 + c2 x (sum_context + B), c3 x B + c4 x sum_context): roofline() unrolled,
+        for the simulator's scalar fast path (which applies the correction per run of steps)."""
         b = F.BYTES_PER_DTYPE[self.dtype]
         return (
             self.t_fixed,
@@ -163,6 +210,7 @@ def fit_step_times(points: list[tuple[int, int, float]], dtype: str, kv_per_toke
     For a fixed ratio r = inv_flops / inv_bw the model is linear in (t_fixed, inv_bw):
     t = t_fixed + inv_bw x max(bytes, r x flops). We scan r on a log grid (r = 0: purely
     bandwidth-bound) and keep the best relative-error fit with non-negative parameters.
+    What the fit misses, Correction keeps (on the profiled card only).
     """
     if len(points) < 2:
         raise UserError(
