@@ -64,8 +64,9 @@ def render(plan: Plan, console: Console, memory_at: int | None) -> None:
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(
-        "* = price from --price; own = bought (--own): amortised + electricity; Wh/audio-h at TDP x busy "
-        "fraction. Dim rows miss the SLO. Every latency, capacity and cost is projected "
+        "(fit) = step time fitted to a profile of that card; * = price from --price; own = bought (--own): "
+        "amortised + electricity; Wh/audio-h at TDP x busy fraction. Dim rows miss the SLO. "
+        "Every latency, capacity and cost is projected "
         "(formula and inputs per number: --json, 'basis'); defaults are assumptions in docs/PLANNING.md."
     )
     for sc in plan.scenarios:
@@ -105,8 +106,9 @@ def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
         if r.note:
             notes.append(f"[{len(notes) + 1}] {r.gpu}: {r.note}")
             mark = f"[{len(notes)}]"
+        fitted = "step.t_fixed" in r.basis and r.basis["step.t_fixed"].kind == "measured"
         t.add_row(
-            r.gpu,
+            r.gpu + (" (fit)" if fitted else ""),
             str(r.max_batch) if r.fits else "no fit",
             _f(r.step_ms, ".1f"),
             _f(r.p50_s, ".2f"),
