@@ -126,6 +126,39 @@ def test_cpu_profile_without_memory_is_an_error(profile_file):
         make_plan(profile=[str(prof)], gpus="T4", requests=100)
 
 
+def test_profile_with_one_step_time_cannot_be_fitted(profile_file, tmp_path):
+    prof = profile_file()
+    d = json.loads(prof.read_text())
+    d["steps"] = d["steps"][:1]
+    prof.write_text(json.dumps(d))
+    with pytest.raises(UserError, match=rf"{prof}: field 'steps': expected at least 2 measured"):
+        make_plan(profile=[str(prof)], gpus="RTX 4090", requests=100)
+
+
+def test_fitted_rows_are_marked_in_the_table(profile_file):
+    from typer.testing import CliRunner
+
+    from ttsperf.cli.main import app
+
+    prof = profile_file(device="NVIDIA GeForce RTX 4090")
+    r = CliRunner().invoke(
+        app,
+        [
+            "plan",
+            "--profile",
+            str(prof),
+            "--gpus",
+            "RTX 4090,T4",
+            "--scenario",
+            "offline",
+            "--requests",
+            "100",
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert "RTX 4090 (fit)" in r.output and "T4 (fit)" not in r.output
+
+
 def test_profiles_with_different_dtypes_need_dtype(profile_file):
     a, b = profile_file(dtype="fp16"), profile_file(dtype="fp32", device="RTX 3090")
     with pytest.raises(UserError, match=r"profiles use different dtypes \(fp16, fp32\); pass --dtype"):

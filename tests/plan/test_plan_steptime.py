@@ -82,7 +82,7 @@ def test_fit_with_noise_stays_close():
 
 
 def test_fit_needs_two_points():
-    with pytest.raises(UserError, match="expected at least 2 measured"):
+    with pytest.raises(UserError, match="profile: field .steps.: expected at least 2 measured"):
         fit_step_times([(1, 64, 0.01)], "fp16", KV16)
 
 

@@ -15,7 +15,7 @@ from ttsperf.plan import chattts_facts as F
 from ttsperf.plan.catalog import Catalog, Gpu
 from ttsperf.plan.memory import MemoryModel, card_bytes
 from ttsperf.plan.schema import Basis
-from ttsperf.plan.steptime import Correction, StepModel, default_model, fit_step_times
+from ttsperf.plan.steptime import ROOFLINE_HOW, Correction, StepModel, default_model, fit_step_times
 from ttsperf.profile.schema import ModelProfile
 
 
@@ -96,7 +96,7 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
         return
     pts = [(s.batch, s.context, s.seconds.value) for s in p.steps]
     assert card.step is not None
-    fit = fit_step_times(pts, dtype, card.step.kv_per_token)
+    fit = fit_step_times(pts, dtype, card.step.kv_per_token, where=path)
     how = f"least-squares fit to {fit.n} step times measured in {path} (relative RMS error {fit.rel_rms:.1%})"
     card.step.t_fixed, card.step.inv_bw = fit.t_fixed, fit.inv_bw
     card.step.how["t_fixed"] = f"{fit.t_fixed * 1e3:.2f} ms, {how}"
@@ -174,7 +174,7 @@ def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtyp
                 t_fixed=0.0,
                 inv_bw=0.0,
                 inv_flops=0.0,
-                how={"mfu": "not identified"},
+                how={"mfu": "0: compute term off", **ROOFLINE_HOW},
             ),
             basis={"memory": Basis(kind="measured", how=f"{path}: device.memory_bytes")},
         )

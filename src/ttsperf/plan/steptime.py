@@ -177,6 +177,13 @@ class StepModel:
         return self.t_fixed + max(mem, comp)
 
 
+ROOFLINE_HOW = {
+    "prefill": "roofline over n x P prompt tokens: t_fixed + max(bytes/(BW MBU), flops/(peak MFU))",
+    "vocoder": "one call per step with chunks: t_fixed + max(Decoder+Vocos weights/(BW x MBU), "
+    "2 x params x 93.75 frames/s x audio s/(peak x MFU)); launch cost = t_fixed is an assumption",
+}
+
+
 def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tflops: float) -> StepModel:
     return StepModel(
         dtype=dtype,
@@ -188,9 +195,7 @@ def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tf
             "t_fixed": DEFAULT_T_FIXED_SOURCE,
             "mbu": f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})",
             "mfu": f"{DEFAULT_MFU:.2f} ({DEFAULT_MFU_SOURCE})",
-            "prefill": "roofline over n x P prompt tokens: t_fixed + max(bytes/(BW MBU), flops/(peak MFU))",
-            "vocoder": "one call per step with chunks: t_fixed + max(Decoder+Vocos weights/(BW x MBU), "
-            "2 x params x 93.75 frames/s x audio s/(peak x MFU)); launch cost = t_fixed is an assumption",
+            **ROOFLINE_HOW,
         },
     )
 
@@ -204,7 +209,9 @@ class Fit:
     n: int
 
 
-def fit_step_times(points: list[tuple[int, int, float]], dtype: str, kv_per_token: float) -> Fit:
+def fit_step_times(
+    points: list[tuple[int, int, float]], dtype: str, kv_per_token: float, where: str = "profile"
+) -> Fit:
     """Least-squares fit of t_fixed, 1/(BW MBU), 1/(peak MFU) to measured (batch, context, seconds).
 
     For a fixed ratio r = inv_flops / inv_bw the model is linear in (t_fixed, inv_bw):
@@ -214,7 +221,7 @@ def fit_step_times(points: list[tuple[int, int, float]], dtype: str, kv_per_toke
     """
     if len(points) < 2:
         raise UserError(
-            f"profile steps: expected at least 2 measured (batch, context) step times to fit "
+            f"{where}: field 'steps': expected at least 2 measured (batch, context) step times to fit "
             f"t_fixed and bandwidth, found {len(points)}"
         )
     batch = np.array([p[0] for p in points], dtype=float)
