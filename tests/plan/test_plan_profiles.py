@@ -92,6 +92,20 @@ def test_every_input_is_tagged_measured_projected_or_sourced(profile_file):
     assert no_profile.basis["usd_per_gpu_hour"].kind == "sourced"
 
 
+def test_profile_own_estimates_are_shown_beside_the_fit(profile_file, tmp_path):
+    prof = profile_file(device="RTX 4090", t_fixed=0.004)
+    d = json.loads(prof.read_text())
+    d["fixed_step_overhead_s"] = {"value": 0.0042, "unit": "s", "how": "intercept of its own fit"}
+    prof.write_text(json.dumps(d))
+    row = (
+        make_plan(profile=[str(prof)], scenario="offline", gpus="RTX 4090", requests=100).scenarios[0].rows[0]
+    )
+    assert (
+        "4.00 ms" in row.basis["step.t_fixed"].how
+        and "own estimate: 4.20 ms" in row.basis["step.t_fixed"].how
+    )
+
+
 def test_profile_runtime_memory_is_fitted_to_cover_measured_peaks(profile_file):
     prof = profile_file(device="RTX 4090", runtime_extra=2e9)
     plan = make_plan(profile=[str(prof)], scenario="offline", gpus="RTX 4090,RTX 3090", requests=100)

@@ -102,6 +102,15 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
     card.step.how["t_fixed"] = f"{fit.t_fixed * 1e3:.2f} ms, {how}"
     card.step.how["mbu"] = f"1/(BW x MBU) = {fit.inv_bw * 1e9:.4g} s/GB, {how}"
     card.step.measured |= {"t_fixed", "mbu"}
+    # the profile's own estimates, beside ours, so a disagreement is visible
+    if p.fixed_step_overhead_s is not None:
+        card.step.how["t_fixed"] += (
+            f"; the profile's own estimate: {p.fixed_step_overhead_s.value * 1e3:.2f} ms"
+        )
+    if p.achieved_bandwidth_gbs is not None:
+        card.step.how["mbu"] += (
+            f"; the profile's achieved bandwidth: {p.achieved_bandwidth_gbs.value:.4g} GB/s"
+        )
     if fit.inv_flops is not None:
         card.step.inv_flops = fit.inv_flops
         card.step.how["mfu"] = f"1/(peak x MFU) = {fit.inv_flops * 1e12:.4g} s/TFLOP, {how}"
