@@ -241,3 +241,26 @@ def test_rate_target_with_an_slo_reports_requests_per_second():
     r = row.scenarios[0].rows[0]
     assert r.max_streams is None and r.max_rate_rps and r.max_rate_rps > 2.0
     assert r.gpus_needed == 1 and r.ttfa_p99_s <= 0.3
+
+
+def test_slot_tokens_below_one_request_is_an_error():
+    r = run("--gpus", "RTX 4090", "--slot-tokens", "100")
+    assert r.exit_code == 2
+    assert (
+        "--slot-tokens: expected at least the 439 tokens one request holds (64 prompt + 375 steps), found 100"
+        in r.output
+    )
+
+
+def test_engine_what_ifs():
+    kw = dict(gpus="RTX 4090", scenario="offline", requests=200)
+    built = make_plan(**kw).scenarios[0].rows[0]
+    batched = make_plan(engine="batched", **kw).scenarios[0].rows[0]
+    cheap_vocoder = make_plan(vocoder_overhead="1ms", **kw).scenarios[0].rows[0]
+    # per-row chunk decodes and per-request prefills serialise on the worker: batching them helps
+    assert batched.max_rate_rps > 1.5 * built.max_rate_rps
+    assert cheap_vocoder.max_rate_rps > built.max_rate_rps
+    assert "--vocoder-overhead" in cheap_vocoder.basis["step.vocoder"].how
+    assert "what-if: one prefill call per step boundary" in batched.basis["p50_s"].how
+    r = run("--engine", "fast", "--gpus", "T4")
+    assert r.exit_code == 2 and "--engine: expected one of ttsperf, batched, found 'fast'" in r.output

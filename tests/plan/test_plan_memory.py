@@ -87,3 +87,12 @@ def test_guide_3080_claim_batch_4_of_8_s_fits_with_room():
         m = MemoryModel(dtype)
         assert m.total(4, w) < 2.5 * GIB
         assert m.max_batch(card_bytes(10), w) > 100
+
+
+def test_slot_tokens_reserve_kv_for_the_longest_request_the_engine_allows():
+    """ttsperf's engine preallocates max_prompt_tokens + max_new_tokens (512 + 2048) per slot."""
+    m = MemoryModel("fp16")
+    sized = Workload(audio_seconds=8.0)
+    slots = Workload(audio_seconds=8.0, slot_tokens=2560)
+    assert m.breakdown(4, slots)["kv_cache"] == 4 * 2560 * 61_440
+    assert m.max_batch(card_bytes(24), slots) < m.max_batch(card_bytes(24), sized) * 439 / 2560 * 1.05

@@ -244,3 +244,15 @@ def test_profiled_card_returns_the_measured_step_times(make_profile, tmp_path):
     r = simulate(Engine(card.step, 4, w), Load("streams", 1), n_requests=10)
     steps = sum(float(card.step.step(1, 64 + j)) for j in range(w.steps))
     assert r.p50_s - steps == pytest.approx(card.step.prefill(64) + 2.0 * 0.01, rel=0.02)
+
+
+def test_measured_chunk_call_is_the_vocoder_cost_per_row(make_profile):
+    from ttsperf.plan.cards import build_cards
+    from ttsperf.plan.catalog import load_catalog
+    from ttsperf.profile.schema import Measured
+
+    prof = make_profile(device="RTX 4090")
+    prof.vocoder_chunk_seconds = Measured(value=0.004, unit="s", how="median of 50 chunk calls")
+    card = build_cards(load_catalog(only=["RTX 4090"]), [("p.json", prof)], "fp16")[0]
+    assert card.step.vocoder(0.512) == 0.004 and card.step.vocoder(0.1) == 0.004
+    assert "one chunk's call measured in p.json" in card.step.how["vocoder"]

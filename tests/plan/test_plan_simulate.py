@@ -116,7 +116,7 @@ def test_run_steps_closed_form_matches_the_loop(seed):
         for j in range(k)
     ]
     cum = np.cumsum(times)
-    t_stop = float(rng.uniform(0, cum[-1] * 1.2))
+    t_stop = float(rng.uniform(-0.1 * cum[-1], cum[-1] * 1.2))  # <= 0: an arrival already waiting
     n_expect = k if t_stop > cum[-1] else int(np.searchsorted(cum, t_stop)) + 1
     elapsed, n = _run_steps(c, batch, ctx0, k, t_stop)
     assert n == n_expect
@@ -148,3 +148,40 @@ def test_p99_resolution_flag_and_bad_loads():
     with pytest.raises(ValueError):
         simulate(e, Load("rate", 0.0))
     assert math.isfinite(simulate(e, Load("streams", 3), n_requests=50).p99_s)
+
+
+def test_attended_tokens_padded_to_the_longest_row_or_exact():
+    from ttsperf.plan.simulate import attended_tokens
+
+    # rows started at steps 0, 10, 30; prompt 5; now at step 40: contexts 45, 35, 15
+    assert attended_tokens(False, 3, 5, 40, 0, 0 + 10 + 30) == 45 + 35 + 15
+    assert attended_tokens(True, 3, 5, 40, 0, 0 + 10 + 30) == 3 * 45
+
+
+def _staggered(padded: bool, batched_vocoder: bool = False, batched_prefill: bool = False):
+    # only the KV term and a fixed cost: padding shows up in the step time, nothing else does
+    sm = StepModel("fp16", KV16, t_fixed=1e-3, inv_bw=1e-9, inv_flops=0.0, vocoder_s_per_audio_s=0.0)
+    w = Workload(audio_seconds=200 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
+    e = Engine(
+        sm, 16, w, padded_attention=padded, batched_vocoder=batched_vocoder, batched_prefill=batched_prefill
+    )
+    return simulate(e, Load("streams", 16), n_requests=400)
+
+
+def test_padded_attention_reads_the_longest_row_for_everyone():
+    padded, exact = _staggered(True), _staggered(False)
+    kv_padded = padded.mean_step_s - 1e-3 - F.DECODE_WEIGHT_PARAMS * 2 * 1e-9
+    kv_exact = exact.mean_step_s - 1e-3 - F.DECODE_WEIGHT_PARAMS * 2 * 1e-9
+    # staggered rows of 200 steps: the oldest is ~200 tokens in, the mean ~100: about twice the reads
+    assert 1.6 < kv_padded / kv_exact < 2.2
+
+
+def test_per_row_vocoder_calls_cost_a_launch_each():
+    sm = StepModel("fp16", KV16, t_fixed=0.01, inv_bw=0.0, inv_flops=0.0)  # vocoder call = t_fixed
+    w = Workload(audio_seconds=48 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
+    per_row = simulate(Engine(sm, 8, w), Load("streams", 8), n_requests=400)
+    batched = simulate(Engine(sm, 8, w, batched_vocoder=True), Load("streams", 8), n_requests=400)
+    assert per_row.p50_s > batched.p50_s
+    one = simulate(Engine(sm, 8, w), Load("streams", 1), n_requests=20)
+    # alone: prefill + 48 steps + 2 calls (chunk at 24, final at 48), 10 ms each
+    assert one.p50_s == pytest.approx(0.01 * (1 + 48 + 2), rel=1e-9)

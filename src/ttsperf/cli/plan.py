@@ -225,6 +225,19 @@ def register(app: typer.Typer) -> None:
         max_batch: int = typer.Option(
             None, "--max-batch", help="Cap the engine's batch (slots) below what memory allows."
         ),
+        slot_tokens: int = typer.Option(
+            None,
+            "--slot-tokens",
+            help="KV tokens reserved per sequence (ttsperf serve: 512 + 2048); default: what a request uses.",
+        ),
+        engine: str = typer.Option(
+            "ttsperf",
+            "--engine",
+            help="ttsperf (as built) | batched (what-if: batch prefill and chunk decode).",
+        ),
+        vocoder_overhead: str = typer.Option(
+            None, "--vocoder-overhead", help="What-if launch cost of one Decoder+Vocos call, e.g. 2ms."
+        ),
         step_overhead: str = typer.Option(
             None, "--step-overhead", help="What-if per-step fixed overhead, e.g. 3ms."
         ),
@@ -275,7 +288,10 @@ def register(app: typer.Typer) -> None:
                 prompt_tokens=prompt_tokens,
                 first_chunk_steps=first_chunk_steps,
                 max_batch=max_batch,
+                slot_tokens=slot_tokens,
                 step_overhead=step_overhead,
+                vocoder_overhead=vocoder_overhead,
+                engine=engine,
                 own=own,
                 amortize=amortize,
                 electricity=electricity,

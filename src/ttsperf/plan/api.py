@@ -16,7 +16,7 @@ from ttsperf.plan.memory import MemoryModel, Workload
 from ttsperf.plan.recommend import Settings, plan_scenario
 from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs
-from ttsperf.plan.simulate import Load
+from ttsperf.plan.simulate import ENGINES, Load
 from ttsperf.profile.schema import load_profile
 
 
@@ -80,7 +80,10 @@ def make_plan(
     prompt_tokens: int = 64,
     first_chunk_steps: int = 24,
     max_batch: int | None = None,
+    slot_tokens: int | None = None,
     step_overhead: str | None = None,
+    vocoder_overhead: str | None = None,
+    engine: str = "ttsperf",
     own: list[str] | None = None,
     amortize: str = "3y",
     electricity: str | None = None,
@@ -104,6 +107,8 @@ def make_plan(
         )
     if max_batch is not None and max_batch < 1:
         raise UserError(f"--max-batch: expected >= 1, found {max_batch}")
+    if engine not in ENGINES:
+        raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {engine!r}")
     names = [scenario] if scenario else list(SCENARIOS)
     for n in names:
         if n not in SCENARIOS:
@@ -120,8 +125,22 @@ def make_plan(
         audio_seconds=audio_seconds,
         prompt_tokens=prompt_tokens,
         first_chunk_steps=first_chunk_steps,
+        slot_tokens=slot_tokens,
     )
+    if slot_tokens is not None and slot_tokens < workload.context_tokens:
+        raise UserError(
+            f"--slot-tokens: expected at least the {workload.context_tokens} tokens one request holds "
+            f"({prompt_tokens} prompt + {workload.steps} steps), found {slot_tokens}"
+        )
     cards = build_cards(cat, profiles, dt)
+    if vocoder_overhead is not None:
+        v_fixed = parse_duration(vocoder_overhead, "--vocoder-overhead")
+        for c in cards:
+            if c.step is not None and not c.profiled:
+                c.step.vocoder_fixed = v_fixed
+                c.step.how["vocoder"] += (
+                    f"; launch cost {v_fixed * 1e3:g} ms from --vocoder-overhead (what-if)"
+                )
     if step_overhead is not None:
         # A what-if for cards without a profile of their own (e.g. CUDA graphs cut launch overhead).
         t_fixed = parse_duration(step_overhead, "--step-overhead")
@@ -132,10 +151,11 @@ def make_plan(
                     f"{t_fixed * 1e3:g} ms from --step-overhead (user what-if, not measured)"
                 )
     calibrated = any(c.profiled for c in cards)
+    note_extra = "" if engine == "ttsperf" else f"; engine what-if '{engine}': {ENGINES[engine]}"
     if step_overhead is not None:
-        note_extra = f"; per-step overhead {step_overhead} set by --step-overhead (what-if)"
-    else:
-        note_extra = ""
+        note_extra += f"; per-step overhead {step_overhead} set by --step-overhead (what-if)"
+    if vocoder_overhead is not None:
+        note_extra += f"; vocoder call overhead {vocoder_overhead} set by --vocoder-overhead (what-if)"
     if calibrated:
         note = (
             "profiled cards fitted to "
@@ -148,7 +168,7 @@ def make_plan(
     target = Load("streams", streams) if streams else Load("rate", rate) if rate else None
     slo_limits = parse_slo(slo) if slo is not None else None
     own_cards = parse_own(own or [], list(cat.gpus), amortize, electricity)
-    settings = Settings(cat, workload, requests, seed, memory_at, max_batch, own_cards)
+    settings = Settings(cat, workload, requests, seed, memory_at, max_batch, own_cards, engine)
     scenarios = [
         plan_scenario(SCENARIOS[n], cards, target, slo_limits, settings, note, progress) for n in names
     ]
@@ -169,8 +189,10 @@ def make_plan(
             "steps": workload.steps,
             "prompt_tokens": prompt_tokens,
             "context_tokens": workload.context_tokens,
+            "kv_tokens_per_sequence": workload.kv_tokens,
             "first_chunk_steps": first_chunk_steps,
             "chunk_steps": workload.chunk_steps,
+            "engine": engine,
         },
         model=_model_sizes(cards[0].memory if cards else MemoryModel(dt), workload),
         catalog=cat.gpus_file,

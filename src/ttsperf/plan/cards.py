@@ -127,7 +127,11 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
     if p.prefill:
         card.step.how["prefill"] = f"interpolated from {len(p.prefill)} prefill times measured in {path}"
         card.step.measured.add("prefill")
-    if p.decode_seconds_per_audio_second is not None:
+    if p.vocoder_chunk_seconds is not None:
+        card.step.vocoder_call_s = p.vocoder_chunk_seconds.value
+        card.step.how["vocoder"] = f"one chunk's call measured in {path}: {p.vocoder_chunk_seconds.how}"
+        card.step.measured.add("vocoder")
+    elif p.decode_seconds_per_audio_second is not None:
         card.step.vocoder_s_per_audio_s = p.decode_seconds_per_audio_second.value
         card.step.how["vocoder"] = f"measured in {path}: {p.decode_seconds_per_audio_second.how}"
         card.step.measured.add("vocoder")

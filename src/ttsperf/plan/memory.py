@@ -46,6 +46,9 @@ class Workload:
     prompt_tokens: int = 64  # assumption: a sentence plus ChatTTS's control tokens
     first_chunk_steps: int = F.STREAM_CHUNK_STEPS
     chunk_steps: int = F.STREAM_CHUNK_STEPS
+    # KV tokens reserved per sequence: None = what the request uses (an engine sized to the
+    # workload); ttsperf's engine preallocates max_prompt_tokens + max_new_tokens per slot
+    slot_tokens: int | None = None
 
     @property
     def steps(self) -> int:
@@ -55,6 +58,11 @@ class Workload:
     def context_tokens(self) -> int:
         """Tokens one sequence holds in the KV cache when it finishes: prompt + every decoded step."""
         return self.prompt_tokens + self.steps
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV cache reserved per sequence."""
+        return self.slot_tokens or self.context_tokens
 
 
 @dataclass
@@ -126,7 +134,7 @@ class MemoryModel:
         return parts
 
     def breakdown(self, batch: int, w: Workload) -> dict[str, float]:
-        return self.breakdown_at(batch, w.context_tokens, w.prompt_tokens, w.chunk_steps)
+        return self.breakdown_at(batch, w.kv_tokens, w.prompt_tokens, w.chunk_steps)
 
     def total(self, batch: int, w: Workload) -> float:
         return self.breakdown(batch, w)["total"]

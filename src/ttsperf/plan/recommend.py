@@ -18,7 +18,7 @@ from ttsperf.plan.cost import Ownership
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.scenarios import Scenario, meets, misses
 from ttsperf.plan.schema import Basis, PlanRow, ScenarioPlan, Slo
-from ttsperf.plan.simulate import Engine, Load, SimResult, simulate
+from ttsperf.plan.simulate import ENGINES, Engine, Load, SimResult, simulate
 
 
 @dataclass
@@ -89,6 +89,7 @@ class Settings:
     memory_at: int | None = None  # memory breakdown at this batch (default: at max batch)
     batch_cap: int | None = None  # the engine's slot limit, below what memory allows
     own: Ownership | None = None
+    engine: str = "ttsperf"  # simulate.ENGINES
     cache: dict = field(default_factory=dict)  # (card, load) -> SimResult, shared across scenarios
 
 
@@ -161,7 +162,7 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
             basis=basis,
             **row,
         )
-    engine = Engine(card.step, maxb, w)
+    engine = Engine.kind(s.engine, card.step, maxb, w)
 
     def sim(load: Load) -> SimResult:  # scenarios share loads (realtime/concurrency share the SLO)
         key = (card.name, load)
@@ -173,7 +174,8 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
     step_how = "; ".join(f"{k}: {v}" for k, v in card.step.how.items())
     formula = "t(B,L) = t_fixed + max(bytes(B,L)/(BW x MBU), flops(B,L)/(peak x MFU))"
     sim_how = (
-        f"discrete-event simulation of continuous batching, {s.n_requests} requests, seed {s.seed}, "
+        f"discrete-event simulation of continuous batching ({ENGINES[s.engine]}), {s.n_requests} requests, "
+        f"seed {s.seed}, "
         f"steps at {formula} [{step_how}]"
     )
     notes = [card.note] if card.note else []

@@ -1,11 +1,12 @@
 """Discrete-event simulation of the engine's scheduler (continuous batching) over a workload.
 
-One worker owns the device and loops:
+One worker owns the device and loops (as ttsperf's engine does; see Engine for the options):
   1. admit waiting requests while the batch has room (each is prefilled alone, in turn);
-  2. run one decode step for every running row, taking t(B, sum of contexts);
-  3. at a step where rows reach a chunk boundary, run one batched Decoder+Vocos call over the new
-     audio of those rows; their chunks are emitted when it returns; a row whose last step it was
-     leaves the batch (its slot is free for the next step).
+  2. run one decode step for every running row, taking t(B, attended tokens): B x the longest
+     row's context, since the batch is padded to it;
+  3. at a step where rows reach a chunk boundary, decode each such row's new audio (one
+     Decoder+Vocos call per row); its chunk is emitted when that returns; a row whose last step
+     it was leaves the batch (its slot is free for the next step).
 Arrivals are open loop (Poisson or constant at a rate) or closed loop (N streams, each sending its
 next request as soon as the previous one completes).
 
@@ -34,9 +35,32 @@ P99_MIN_SAMPLES = 1000  # metrics.md: n < 10/(1-p) does not resolve a percentile
 
 @dataclass
 class Engine:
+    """The engine being simulated. Defaults follow ttsperf's own engine (engine/engine.py):
+    decode attention reads every row up to the longest row's length (one padded, masked batch);
+    each joining request is prefilled alone; each row's chunk is decoded by its own
+    Decoder+Vocos call."""
+
     step: StepModel
     max_batch: int
     workload: Workload
+    padded_attention: bool = True  # False: each row reads only its own context
+    batched_prefill: bool = False  # True: one prefill call for everyone joining at a boundary
+    batched_vocoder: bool = False  # True: one Decoder+Vocos call per step for all emitting rows
+
+    @classmethod
+    def kind(cls, name: str, step: StepModel, max_batch: int, workload: Workload) -> Engine:
+        """'ttsperf' (the engine as built) or 'batched' (what batching its per-request work would give)."""
+        if name == "batched":
+            return cls(step, max_batch, workload, False, True, True)
+        return cls(step, max_batch, workload)
+
+
+ENGINES = {
+    "ttsperf": "ttsperf serve's engine: one prefill per joining request, one Decoder+Vocos call per row's "
+    "chunk, attention padded to the longest row",
+    "batched": "what-if: one prefill call per step boundary, one Decoder+Vocos call per step for all rows, "
+    "attention over each row's own length",
+}
 
 
 @dataclass(frozen=True)
@@ -82,6 +106,18 @@ def chunk_plan(w: Workload) -> tuple[list[int], list[float]]:
     return ends, audio
 
 
+def attended_tokens(padded: bool, batch: int, prompt: int, g: int, oldest_start: int, sum_start: int) -> int:
+    """Tokens one decode step at global step g attends over (before it writes its own).
+
+    A row that started at step s holds prompt + (g - s) tokens. Padded (ttsperf's engine: one
+    masked batch as long as its longest row): batch x the oldest row's context. Exact: the sum.
+    Either way it grows by `batch` per step, which keeps a run of steps an arithmetic series.
+    """
+    if padded:
+        return batch * (prompt + g - oldest_start)
+    return batch * (prompt + g) - sum_start
+
+
 def _run_steps(c: tuple[float, ...], batch: int, ctx0: int, k: int, t_stop: float) -> tuple[float, int]:
     """Time for up to k decode steps, stopping after the step that reaches t_stop: (elapsed, steps).
 
@@ -108,6 +144,8 @@ def _run_steps(c: tuple[float, ...], batch: int, ctx0: int, k: int, t_stop: floa
         total = cum(k)
         if total < t_stop:
             return total, k
+        if t_stop <= a:  # already due (an arrival while prefilling): stop after one step
+            return a, 1
         # smallest n with cum(n) >= t_stop
         if d > 0:
             n = math.ceil((-(a - d / 2) + math.sqrt((a - d / 2) ** 2 + 2 * d * t_stop)) / d)
@@ -138,6 +176,7 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
     rng = np.random.default_rng(seed)
     ends, chunk_audio = chunk_plan(w)
     c0, c1, c2, c3, c4 = sm.coefficients()
+    t_prefill = sm.prefill(w.prompt_tokens)
     last_chunk = len(ends) - 1
     prompt, steps = w.prompt_tokens, w.steps
 
@@ -184,6 +223,7 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
     events: dict[int, list[tuple[int, int]]] = {}  # global step -> [(request, chunk index)]
     event_steps: list[int] = []
     now, g, batch, sum_start = 0.0, 0, 0, 0
+    starts: deque[int] = deque()  # running rows' start steps, oldest first (all rows run S steps)
     done_measured = 0
     step_count, step_time_sum, batch_step_sum = 0, 0.0, 0
     idle = 0.0  # time the worker waits with nothing to run (for the busy fraction -> power)
@@ -202,6 +242,7 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
         while waiting and batch < maxb:
             rid = waiting.popleft()
             g_start[rid] = g
+            starts.append(g)
             batch += 1
             sum_start += g
             admitted += 1
@@ -210,8 +251,8 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
                     events[g + off] = []
                     heapq.heappush(event_steps, g + off)
                 events[g + off].append((rid, k))
-        if admitted:  # one batched prefill call for everyone who joins at this boundary
-            now += sm.prefill(prompt, admitted)
+        if admitted:
+            now += sm.prefill(prompt, admitted) if engine.batched_prefill else admitted * t_prefill
         if batch == 0:
             idle += max(0.0, arrivals[0][0] - now)
             now = max(now, arrivals[0][0])
@@ -222,7 +263,7 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
         # Run steps until the next row event, or until the first boundary after the next arrival
         # when a slot is free (so it can join).
         t_arr = arrivals[0][0] - now if (batch < maxb and arrivals) else math.inf
-        ctx0 = batch * (prompt + g) - sum_start  # tokens held before the first of these steps
+        ctx0 = attended_tokens(engine.padded_attention, batch, prompt, g, starts[0], sum_start)
         coef = (c0, c1, c2, c3, c4)
         if sm.correction is not None:  # a measured correction, taken constant over the run
             f = sm.factor(batch, ctx0 + batch * k / 2)
@@ -238,9 +279,12 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
 
         heapq.heappop(event_steps)
         evs = events.pop(g)
-        now += sm.vocoder(sum(chunk_audio[c] for _, c in evs))
+        if engine.batched_vocoder:
+            now += sm.vocoder(sum(chunk_audio[c] for _, c in evs))
         for rid, c in evs:
             a = chunk_audio[c]
+            if not engine.batched_vocoder:  # this row's own call; its chunk is out when it returns
+                now += sm.vocoder(a)
             if c == 0:
                 first_t[rid], play_end[rid], stall[rid] = now, now + a, 0.0
             else:
@@ -249,7 +293,10 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
             if c == last_chunk:
                 done_t[rid] = now
                 batch -= 1
-                sum_start -= g_start.pop(rid)
+                start = g_start.pop(rid)
+                sum_start -= start
+                assert starts[0] == start  # equal lengths: rows finish in the order they started
+                starts.popleft()
                 if warmup <= rid < measured_end:
                     done_measured += 1
                 if stream_of[rid] >= 0:

@@ -111,6 +111,8 @@ class StepModel:
     measured: set[str] = field(default_factory=set)  # parameters fitted to a profile of this card
     prefill_points: list[tuple[int, float]] = field(default_factory=list)  # measured (P, s)
     vocoder_s_per_audio_s: float | None = None  # measured on this card
+    vocoder_call_s: float | None = None  # one streamed chunk's call, measured on this card
+    vocoder_fixed: float | None = None  # a call's launch cost; None = t_fixed (assumption)
     correction: Correction | None = None  # measured/roofline on this card's profile grid
 
     def roofline(self, batch, sum_context):
@@ -161,25 +163,29 @@ class StepModel:
         return self.t_fixed + max(mem, comp)
 
     def vocoder(self, audio_seconds: float) -> float:
-        """One batched Decoder+Vocos call over `audio_seconds` of new audio (all rows together).
+        """One Decoder+Vocos call over `audio_seconds` of new audio (one row's chunk, or all rows').
 
-        Measured rate when the profile has one for this card; else the same roofline shape as a
-        step: a fixed launch cost (assumed equal to t_fixed: 12 + 8 conv blocks launch about as many
-        kernels as 20 transformer layers) plus the convolutions' weight reads/flops.
+        A measured per-chunk call or rate when the profile has one for this card; else the same
+        roofline shape as a step: a fixed launch cost (vocoder_fixed, assumed equal to t_fixed
+        unless set: 12 + 8 conv blocks launch kernels like 20 transformer layers do) plus the
+        convolutions' weight reads or flops.
         """
         if audio_seconds <= 0:
             return 0.0
+        if self.vocoder_call_s is not None:  # measured per call: the launch cost dominates a chunk
+            return self.vocoder_call_s
         if self.vocoder_s_per_audio_s is not None:
             return self.vocoder_s_per_audio_s * audio_seconds
         b = F.BYTES_PER_DTYPE[self.dtype]
         mem = VOCODER_PARAMS * b * self.inv_bw
         comp = VOCODER_FLOPS_PER_AUDIO_SECOND * audio_seconds * self.inv_flops
-        return self.t_fixed + max(mem, comp)
+        fixed = self.t_fixed if self.vocoder_fixed is None else self.vocoder_fixed
+        return fixed + max(mem, comp)
 
 
 ROOFLINE_HOW = {
     "prefill": "roofline over n x P prompt tokens: t_fixed + max(bytes/(BW MBU), flops/(peak MFU))",
-    "vocoder": "one call per step with chunks: t_fixed + max(Decoder+Vocos weights/(BW x MBU), "
+    "vocoder": "per call: launch cost + max(Decoder+Vocos weights/(BW x MBU), "
     "2 x params x 93.75 frames/s x audio s/(peak x MFU)); launch cost = t_fixed is an assumption",
 }
 

@@ -91,6 +91,10 @@ class ModelProfile(_Strict):
     decode_seconds_per_audio_second: Measured | None = Field(
         None, description="Decoder + Vocos wall time per second of audio"
     )
+    vocoder_chunk_seconds: Measured | None = Field(
+        None,
+        description="one row's Decoder + Vocos call over one streamed chunk (its new steps + left context)",
+    )
     fixed_step_overhead_s: Measured | None = None
     achieved_bandwidth_gbs: Measured | None = None
 
