@@ -185,3 +185,13 @@ def test_per_row_vocoder_calls_cost_a_launch_each():
     one = simulate(Engine(sm, 8, w), Load("streams", 1), n_requests=20)
     # alone: prefill + 48 steps + 2 calls (chunk at 24, final at 48), 10 ms each
     assert one.p50_s == pytest.approx(0.01 * (1 + 48 + 2), rel=1e-9)
+
+
+def test_serial_per_request_work_caps_throughput_with_many_streams():
+    """Per-row vocoder calls and per-request prefills run one after another on the worker:
+    throughput can never beat 1 / (that work per request), however many rows share a step."""
+    sm = StepModel("fp16", KV16, t_fixed=0.001, inv_bw=0.0, inv_flops=0.0, vocoder_fixed=0.01)
+    w = Workload(audio_seconds=48 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
+    serial = 0.001 + 2 * 0.01  # one prefill + two chunk calls (at 24 and 48 steps)
+    r = simulate(Engine(sm, 500, w), Load("streams", 500), n_requests=500)
+    assert 0.9 / serial < r.throughput_rps <= 1 / serial

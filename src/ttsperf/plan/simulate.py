@@ -306,13 +306,18 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
     e2e = np.array([done_t[i] - arrival_t[i] for i in ids])
     ttfa = np.array([first_t[i] - arrival_t[i] for i in ids])
     stalls = np.array([stall[i] for i in ids])
-    # Throughput: every completion (measured or not) inside the measured requests' span, over that
-    # span. n / span alone would undercount by about n / (n + requests in flight) (Little's law),
-    # since the span includes the last requests' whole service time.
-    t0, t1 = min(arrival_t[i] for i in ids), max(done_t[i] for i in ids)
-    window = t1 - t0
-    completed = sum(1 for t in done_t.values() if t0 < t <= t1)
+    # Throughput. n / (span of the measured requests) would undercount by about
+    # n / (n + requests in flight), the span holding the last requests' whole service time.
+    # Closed loop: Little's law, N streams / mean E2E (no think time), exact in steady state and
+    # blind to the waves equal-length requests march in. Open loop: every completion (measured
+    # or not) inside the measured span, over that span.
     audio_s = steps / F.STEPS_PER_AUDIO_SECOND
+    if streams:
+        throughput = streams / float(e2e.mean())
+    else:
+        t0, t1 = min(arrival_t[i] for i in ids), max(done_t[i] for i in ids)
+        completed = sum(1 for t in done_t.values() if t0 < t <= t1)
+        throughput = completed / (t1 - t0) if t1 > t0 else math.inf
     return SimResult(
         n=n_requests,
         mean_s=float(e2e.mean()),
@@ -322,8 +327,8 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
         ttfa_p99_s=float(np.percentile(ttfa, 99)),
         rtf_p99=float(np.percentile(e2e / audio_s, 99)),
         underrun_p99_s=float(np.percentile(stalls, 99)),
-        throughput_rps=completed / window if window > 0 else math.inf,
-        audio_throughput=completed * audio_s / window if window > 0 else math.inf,
+        throughput_rps=throughput,
+        audio_throughput=throughput * audio_s,
         mean_batch=batch_step_sum / step_count if step_count else 0.0,
         mean_step_s=step_time_sum / step_count if step_count else 0.0,
         busy_fraction=1.0 - idle / now if now > 0 else 0.0,
