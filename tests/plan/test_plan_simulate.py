@@ -37,17 +37,17 @@ def test_chunk_plan():
 def test_d_d_1_latency_is_the_service_time():
     """One slot, constant service D, arrivals every 2D: nobody waits, every E2E is exactly D."""
     e = constant_engine(0.01, steps=50, max_batch=1)
-    service = 0.01 * (1 + 50)  # prefill + 50 steps
+    service = 0.01 * (1 + 49)  # prefill (which samples the first step) + 49 decode steps
     r = simulate(e, Load("constant", 1 / (2 * service)), n_requests=200)
     assert r.p50_s == pytest.approx(service, rel=1e-9)
     assert r.p99_s == pytest.approx(service, rel=1e-9)
-    assert r.ttfa_p99_s == pytest.approx(0.01 * (1 + 24), rel=1e-9)
+    assert r.ttfa_p99_s == pytest.approx(0.01 * (1 + 23), rel=1e-9)
     assert r.throughput_rps == pytest.approx(1 / (2 * service), rel=0.01)
 
 
 def test_d_d_1_overload_serves_at_1_over_d():
     e = constant_engine(0.01, steps=50, max_batch=1)
-    service = 0.01 * 51
+    service = 0.01 * 50
     r = simulate(e, Load("constant", 2 / service), n_requests=400)
     # measured from the first measured arrival to the last completion; the backlog drains at 1/D
     assert r.p99_s > 50 * service
@@ -57,7 +57,7 @@ def test_d_d_1_overload_serves_at_1_over_d():
 def test_m_d_1_mean_wait_matches_pollaczek_khinchine():
     """Poisson arrivals, one slot, deterministic service: W_q = rho D / (2 (1 - rho)) within 5%."""
     steps, t = 10, 0.01
-    service = t * (1 + steps)
+    service = t * steps  # prefill + steps - 1 decode steps
     e = constant_engine(t, steps=steps, max_batch=1, chunk=steps)
     # Near saturation successive waits are strongly correlated, so the sample is large (~1 s each).
     for rho in (0.5, 0.7):
@@ -71,17 +71,18 @@ def test_continuous_batching_never_queues_below_max_batch():
     e = constant_engine(0.01, steps=100, max_batch=64, prefill_s=0.0)
     r = simulate(e, Load("rate", 20.0), n_requests=2000, seed=1)
     assert r.mean_batch > 5  # requests overlap...
-    assert 1.00 - 1e-9 <= r.p50_s <= 1.01 + 1e-9  # ...but a request only waits for the next step boundary
-    assert r.p99_s <= 1.01 + 1e-9
+    # ...but a request only waits for the next step boundary: 99 decode steps (+ at most one)
+    assert 0.99 - 1e-9 <= r.p50_s <= 1.00 + 1e-9
+    assert r.p99_s <= 1.00 + 1e-9
 
 
 def test_throughput_saturates_at_max_batch_over_request_time():
     e = constant_engine(0.01, steps=100, max_batch=8, prefill_s=0.0)
     r = simulate(e, Load("streams", 32), n_requests=3000)
-    assert r.throughput_rps == pytest.approx(8 / (100 * 0.01), rel=0.02)
+    assert r.throughput_rps == pytest.approx(8 / (99 * 0.01), rel=0.02)
     assert r.mean_batch == pytest.approx(8, rel=0.01)
     # 32 streams on 8 slots: each request waits ~3 services in the queue
-    assert r.p50_s == pytest.approx(4 * 1.0, rel=0.05)
+    assert r.p50_s == pytest.approx(4 * 0.99, rel=0.05)
 
 
 def test_saturated_throughput_is_unbiased_with_many_streams_in_flight():
@@ -97,12 +98,12 @@ def test_single_stream_latency_by_hand_with_growing_context():
     w = Workload(audio_seconds=2.0, prompt_tokens=40, first_chunk_steps=24)
     e = Engine(sm, 4, w)
     steps = w.steps
-    decode = sum(float(sm.step(1, 40 + j)) for j in range(steps))
+    decode = sum(float(sm.step(1, 40 + j)) for j in range(steps - 1))  # the prefill made step 1
     ends, audio = chunk_plan(w)
     voc = sum(sm.vocoder(a) for a in audio)
     r = simulate(e, Load("streams", 1), n_requests=20)
     assert r.p50_s == pytest.approx(sm.prefill(40) + decode + voc, rel=1e-9)
-    ttfa = sm.prefill(40) + sum(float(sm.step(1, 40 + j)) for j in range(24)) + sm.vocoder(audio[0])
+    ttfa = sm.prefill(40) + sum(float(sm.step(1, 40 + j)) for j in range(23)) + sm.vocoder(audio[0])
     assert r.ttfa_p50_s == pytest.approx(ttfa, rel=1e-9)
 
 
@@ -183,8 +184,8 @@ def test_per_row_vocoder_calls_cost_a_launch_each():
     batched = simulate(Engine(sm, 8, w, batched_vocoder=True), Load("streams", 8), n_requests=400)
     assert per_row.p50_s > batched.p50_s
     one = simulate(Engine(sm, 8, w), Load("streams", 1), n_requests=20)
-    # alone: prefill + 48 steps + 2 calls (chunk at 24, final at 48), 10 ms each
-    assert one.p50_s == pytest.approx(0.01 * (1 + 48 + 2), rel=1e-9)
+    # alone: prefill + 47 decode steps + 2 calls (chunk at 24, final at 48), 10 ms each
+    assert one.p50_s == pytest.approx(0.01 * (1 + 47 + 2), rel=1e-9)
 
 
 def test_serial_per_request_work_caps_throughput_with_many_streams():

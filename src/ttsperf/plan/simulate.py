@@ -247,10 +247,13 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
             sum_start += g
             admitted += 1
             for k, off in enumerate(ends):
-                if g + off not in events:
-                    events[g + off] = []
-                    heapq.heappush(event_steps, g + off)
-                events[g + off].append((rid, k))
+                # the prefill's own forward samples the first codes, so a row's n-th step of audio
+                # comes from decode step n - 1 (a one-step request still takes one decode step here)
+                at = g + max(off - 1, 1)
+                if at not in events:
+                    events[at] = []
+                    heapq.heappush(event_steps, at)
+                events[at].append((rid, k))
         if admitted:
             now += sm.prefill(prompt, admitted) if engine.batched_prefill else admitted * t_prefill
         if batch == 0:
