@@ -46,6 +46,7 @@ class Workload:
     prompt_tokens: int = 64  # assumption: a sentence plus ChatTTS's control tokens
     first_chunk_steps: int = F.STREAM_CHUNK_STEPS
     chunk_steps: int = F.STREAM_CHUNK_STEPS
+    lookahead_steps: int = 4  # ttsperf's engine holds back 4 steps of each non-final chunk
     # KV tokens reserved per sequence: None = what the request uses (an engine sized to the
     # workload); ttsperf's engine preallocates max_prompt_tokens + max_new_tokens per slot
     slot_tokens: int | None = None

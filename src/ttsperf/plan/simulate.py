@@ -96,13 +96,18 @@ class SimResult:
 
 
 def chunk_plan(w: Workload) -> tuple[list[int], list[float]]:
-    """Steps (from a row's start) at which chunks are emitted, and each chunk's audio seconds."""
+    """Steps (from a row's start) at which chunks are emitted, and each chunk's audio seconds.
+
+    A non-final chunk holds back `lookahead_steps` of audio whose right context is not decoded yet
+    (engine/stream.py), so the first chunk plays (24 - 4) steps and the last one the rest.
+    """
     ends, c = [], w.first_chunk_steps
     while c < w.steps:
         ends.append(c)
         c += w.chunk_steps
     ends.append(w.steps)
-    audio = [(b - a) / F.STEPS_PER_AUDIO_SECOND for a, b in zip([0, *ends[:-1]], ends, strict=True)]
+    played = [max(0, e - w.lookahead_steps) for e in ends[:-1]] + [w.steps]
+    audio = [(b - a) / F.STEPS_PER_AUDIO_SECOND for a, b in zip([0, *played[:-1]], played, strict=True)]
     return ends, audio
 
 
