@@ -83,12 +83,9 @@ class Catalog:
     prices_file: str = ""
     known: list[str] = field(default_factory=list)  # every card in the file, before --gpus
 
-    def resolve(self, name: str, where: str = "--gpus") -> str:
-        """A user-typed card name -> the catalog's name (exact, case-insensitive, or unique part)."""
-        return resolve_name(name, list(self.gpus), where)
-
 
 def resolve_name(name: str, known: list[str], where: str) -> str:
+    """A user-typed card name -> the catalog's name (exact, case-insensitive, or a unique part)."""
     wanted = " ".join(name.split()).lower()
     by_lower = {k.lower(): k for k in known}
     if wanted in by_lower:
@@ -104,7 +101,7 @@ def resolve_name(name: str, known: list[str], where: str) -> str:
 
 
 def read_rows(path: Path | None, shipped: str, columns: dict[str, tuple[bool, str]]):
-    """Yield (label, line, row-as-parsed-dict) after checking the header and every field."""
+    """(label, [(label, line, row as parsed dict)]) after checking the header and every field."""
     if path is None:
         label = f"ttsperf/data/{shipped}"
         text = resources.files("ttsperf.data").joinpath(shipped).read_text(encoding="utf-8")
