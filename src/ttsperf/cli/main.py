@@ -38,7 +38,7 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-from ttsperf.cli import assets, demo, info, synth  # noqa: E402
+from ttsperf.cli import assets, demo, info, plan, synth  # noqa: E402
 
-for _module in (info, synth, assets, demo):
+for _module in (info, synth, assets, demo, plan):
     _module.register(app)
