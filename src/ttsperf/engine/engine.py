@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass, field
 import psutil
 import torch
 
-from ttsperf.engine.forward import SlotForward
-from ttsperf.engine.kv import KVSlots
 from ttsperf.engine.stats import EngineStats
 from ttsperf.engine.stream import AudioDecoder
 from ttsperf.engine.switches import Switches, apply_switches
@@ -35,6 +33,8 @@ from ttsperf.engine.types import (
     TextTooLong,
 )
 from ttsperf.errors import UserError
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import PENALTY_WINDOW, sample_row
 
