@@ -20,7 +20,7 @@ from ttsperf.model.config import ModelConfig
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.length import SpeechRate
-from ttsperf.model.sampling import PENALTY_WINDOW, SamplingParams, sample_row
+from ttsperf.model.sampling import PENALTY_WINDOW, SamplingParams, sample
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
 from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
 
@@ -169,15 +169,8 @@ class Pipeline:
         history = torch.zeros(b, g.num_vq, 0, dtype=torch.long, device=self.device)
         for step in range(max(limits)):
             logits = embed.code_logits(hidden)
-            nxt = torch.stack(
-                [
-                    sample_row(
-                        logits[r].cpu(), history[r].cpu(), params,
-                        allow_eos=forced is None or step >= limits[r], eos_token=eos, generator=gens[r],
-                    )
-                    for r in range(b)
-                ]
-            ).to(self.device)  # fmt: skip
+            allow = [forced is None or step >= limits[r] for r in range(b)]
+            nxt = sample(logits.cpu(), history.cpu(), [params] * b, allow, eos, gens).to(self.device)
             for r in range(b):
                 if done[r]:
                     continue

@@ -21,7 +21,7 @@ from ttsperf.engine.stream import AudioDecoder
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
-from ttsperf.model.sampling import SamplingParams, sample_row
+from ttsperf.model.sampling import PENALTY_WINDOW, SamplingParams, sample
 from ttsperf.profile.schema import (
     DeviceInfo,
     Measured,
@@ -112,7 +112,6 @@ def profile_model(
 
     memory: list[MemoryPoint] = []
     steps: list[StepPoint] = []
-    history = torch.zeros(g.num_vq, 0, dtype=torch.long)
     for batch in batches:
         for ctx in contexts:
             say(f"decode step, batch {batch}, context {ctx}")
@@ -123,14 +122,21 @@ def profile_model(
             x = torch.randn(batch, g.hidden_size, generator=gen).to(device, dtype)
             pos = torch.full((batch,), ctx, device=device)
 
+            history = torch.randint(
+                0, g.num_audio_tokens - 1, (batch, g.num_vq, PENALTY_WINDOW), generator=gen
+            )
+            gens = [torch.Generator().manual_seed(r) for r in range(batch)]
+
             def step() -> None:
                 logits = model.embed.code_logits(fwd.decode(x, slots, pos)).cpu()  # noqa: B023
-                for r in range(batch):  # noqa: B023
-                    sample_row(logits[r], history, params, True, g.eos_token, None)
+                sample(logits, history, [params] * batch, [True] * batch, g.eos_token, gens)  # noqa: B023
 
             t, spread = _time(step, device, repeats, warmup)
             how = _how(
-                repeats, warmup, device, "engine decode step (slot forward + code heads + per-row sampling)"
+                repeats,
+                warmup,
+                device,
+                "engine decode step (slot forward + code heads + batched per-row sampling)",
             )
             steps.append(StepPoint(batch=batch, context=ctx, seconds=_measured(t, spread, repeats, how)))
             if device.type == "cuda":
