@@ -47,3 +47,26 @@ def test_cli_writes_a_profile_plan_reads(tmp_path):
 def test_bad_grid_is_one_line_exit_2(flag):
     res = CliRunner().invoke(app, ["profile", "--synthetic", "--config", "tiny", flag, "1,x"])
     assert res.exit_code == 2 and f"{flag} '1,x'" in res.output
+
+
+def test_optimizations_measure_each_variant_in_its_own_process(tmp_path):
+    out = tmp_path / "opt.json"
+    args = [
+        "profile",
+        "--synthetic",
+        "--config",
+        "tiny",
+        "--optimizations",
+        "--batches",
+        "2",
+        "--contexts",
+        "16",
+    ]
+    res = CliRunner().invoke(app, [*args, "--repeats", "2", "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    rows = {r["variant"]: r for r in json.loads(out.read_text())}
+    fp32, half = rows["fp32 (baseline)"], rows["fp16 weights (.half())"]
+    assert half["weights_MB"] == pytest.approx(fp32["weights_MB"] / 2, rel=0.01)  # buffers are tiny
+    assert rows["autocast fp16/bf16 over fp32 weights"]["weights_MB"] == fp32["weights_MB"]
+    assert rows["TF32 off"]["applies"] is False and "CUDA only" in rows["TF32 off"]["note"]
+    assert all(r["step_ms"] > 0 for r in rows.values() if r["applies"])

@@ -33,6 +33,11 @@ def profile(
     prompts: str = typer.Option("16,64,256", "--prompts", help="Prompt lengths for prefill timing."),
     repeats: int = typer.Option(10, "--repeats", min=1, help="Timed repeats per point (median)."),
     quick: bool = typer.Option(False, "--quick", help="Batches 1,4; contexts 64,512; 3 repeats."),
+    optimizations: bool = typer.Option(
+        False,
+        "--optimizations",
+        help="Measure the guide's optimisations against fp32 instead (one process each).",
+    ),
     out: Path | None = typer.Option(None, "-o", "--out", help="Write the profile JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile JSON."),
 ) -> None:
@@ -51,6 +56,9 @@ def profile(
         batches, contexts, prompts, repeats = "1,4", "64,512", "16,64", min(repeats, 3)
     grid = _ints("--batches", batches), _ints("--contexts", contexts), _ints("--prompts", prompts)
     console = Console(stderr=True)
+    if optimizations:
+        _optimizations(config, device, max(grid[0]), max(grid[1]), repeats, out, as_json, console)
+        return
     pipe = load_pipeline(assets, synthetic, config, device, dtype, seed=0)
     with console.status("profiling") as status:
         prof = profile_model(
@@ -89,6 +97,49 @@ def profile(
     )
     if out is not None:
         out_console.print(f"wrote {out}")
+
+
+def _optimizations(config, device, batch, context, repeats, out, as_json, console) -> None:
+    import json
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from ttsperf.profile.optimizations import measure_optimizations
+
+    with console.status("optimisations") as status:
+        rows = measure_optimizations(
+            config, device, batch, context, repeats, progress=lambda n: status.update(f"optimisations: {n}")
+        )
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(rows, indent=2))
+    if as_json:
+        print_json(rows)
+        return
+    base = rows[0]
+    table = Table(
+        title=f"the guide's optimisations vs fp32 ({config}, {device}, batch {batch}, context {context})"
+    )
+    for col in (
+        "variant",
+        "step ms",
+        "vs fp32",
+        "dec+voc 10 s ms",
+        "weights MB",
+        "peak MB",
+        "the guide says",
+    ):
+        table.add_column(col, justify="left" if col in ("variant", "the guide says") else "right")
+    for r in rows:
+        if not r["applies"]:
+            table.add_row(r["variant"], "-", "-", "-", "-", "-", f"{r['guide_claim']} ({r['note']})")
+            continue
+        table.add_row(
+            r["variant"], f"{r['step_ms']:.1f}", f"{base['step_ms'] / r['step_ms']:.2f}x",
+            f"{r['decode_10s_ms']:.0f}", f"{r['weights_MB']:,.0f}", f"{r['peak_MB']:,.0f}", r["guide_claim"],
+        )  # fmt: skip
+    Console().print(table)
 
 
 def register(app: typer.Typer) -> None:

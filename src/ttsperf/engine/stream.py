@@ -48,6 +48,6 @@ class AudioDecoder:
         states = torch.stack(hidden[first_step:]).T.unsqueeze(0).to(self.dtype)
         wav = self.model.vocos(self.model.decoder(states)).float()[0]
         base = 2 * first_step * self.hop  # global index of wav[0]
-        out = wav[self.emitted - base : end - base].cpu().numpy()
+        out = wav[self.emitted - base : end - base].detach().cpu().numpy()
         self.emitted = end
         return out

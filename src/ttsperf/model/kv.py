@@ -40,14 +40,15 @@ class KVSlots:
     def write_prefix(self, layer: int, slot: int, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: (kv_heads, P, head_dim) for positions 0..P-1 of one slot."""
         n = k.shape[1]
-        self.k[layer][slot, :, :n] = k
-        self.v[layer][slot, :, :n] = v
+        # under autocast the projections come out in half precision; the slots keep their dtype
+        self.k[layer][slot, :, :n] = k.to(self.k[layer].dtype)
+        self.v[layer][slot, :, :n] = v.to(self.v[layer].dtype)
 
     def write_step(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: (B, kv_heads, head_dim) at each row's own position (rows = slots 0..B-1)."""
         rows = torch.arange(k.shape[0], device=k.device)
-        self.k[layer][rows, :, positions] = k
-        self.v[layer][rows, :, positions] = v
+        self.k[layer][rows, :, positions] = k.to(self.k[layer].dtype)
+        self.v[layer][rows, :, positions] = v.to(self.v[layer].dtype)
 
     def view(self, layer: int, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k[layer][:batch, :, :length], self.v[layer][:batch, :, :length]
