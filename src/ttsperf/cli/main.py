@@ -39,6 +39,7 @@ def _root(
 
 # Each command module registers itself; import order is the order of `--help`.
 # (filled in as commands land)
+from ttsperf.cli import bench  # noqa: E402
 
-for _module in ():
+for _module in (bench,):
     _module.register(app)

@@ -1,0 +1,179 @@
+"""Is the response audio that a person could listen to? Checked on every response.
+
+A server that answers fast with silence, a truncated file or an error page is not fast, it is
+broken: such a response becomes a `bad_audio` error and never enters the latency statistics.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+from dataclasses import dataclass
+
+import numpy as np
+
+from ttsperf.audio import from_pcm16
+
+# Below -60 dBFS RMS nobody hears speech; real TTS output sits around -30..-15 dBFS.
+SILENT_RMS = 1e-3
+# More than 1% of samples at full scale is audible distortion, not the odd peak.
+CLIP_LEVEL = 0.999
+CLIP_FRACTION = 0.01
+# Duration must lie within [expected / F, expected * F + slack] (see texts.expected_seconds).
+DURATION_FACTOR = 3.0
+DURATION_SLACK_S = 1.0
+MIN_AUDIO_S = 0.05
+
+# 0 and 0xFFFFFFFF in a WAV size field mean "unknown length": what streaming servers send.
+_UNKNOWN_SIZES = (0, 0xFFFFFFFF)
+
+
+class BadAudio(Exception):
+    """The body is not acceptable audio; the message says why (goes into the request record)."""
+
+
+@dataclass
+class WavHeader:
+    sample_rate: int
+    channels: int
+    sample_width: int
+    data_offset: int
+    data_size: int | None  # None: unknown (streamed)
+
+
+def parse_wav_header(data: bytes) -> WavHeader | None:
+    """Header of a (possibly partial, possibly streamed) WAV; None while not all of it has arrived."""
+    if len(data) < 12:
+        return None
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        raise BadAudio("not a WAV file (no RIFF/WAVE header)")
+    pos, fmt = 12, None
+    while pos + 8 <= len(data):
+        cid, size = data[pos : pos + 4], struct.unpack("<I", data[pos + 4 : pos + 8])[0]
+        body = pos + 8
+        if cid == b"fmt ":
+            if body + 16 > len(data):
+                return None
+            tag, ch, rate, _, _, bits = struct.unpack("<HHIIHH", data[body : body + 16])
+            if tag not in (1, 0xFFFE) or bits != 16:
+                raise BadAudio(f"WAV format tag {tag} with {bits}-bit samples; expected 16-bit PCM")
+            fmt = (rate, ch, bits // 8)
+        elif cid == b"data":
+            if fmt is None:
+                raise BadAudio("WAV data chunk before fmt chunk")
+            return WavHeader(fmt[0], fmt[1], fmt[2], body, None if size in _UNKNOWN_SIZES else size)
+        pos = body + size + (size & 1)
+    return None
+
+
+def wav_samples(data: bytes) -> tuple[np.ndarray, int]:
+    """Whole WAV body -> mono float samples; a body shorter than its header declares is truncated."""
+    header = parse_wav_header(data)
+    if header is None:
+        raise BadAudio(f"WAV header incomplete ({len(data)} bytes)")
+    payload = data[header.data_offset :]
+    if header.data_size is not None:
+        if len(payload) < header.data_size:
+            raise BadAudio(
+                f"truncated WAV: header declares {header.data_size} data bytes, got {len(payload)}"
+            )
+        payload = payload[: header.data_size]
+    samples = from_pcm16(payload)
+    if header.channels > 1:
+        samples = samples[: len(samples) - len(samples) % header.channels]
+        samples = samples.reshape(-1, header.channels).mean(axis=1)
+    return samples, header.sample_rate
+
+
+def mp3_seconds(data: bytes) -> float:
+    """Duration of an MPEG audio stream by walking its frame headers (no decoder needed)."""
+    bitrates = {  # MPEG-1 / MPEG-2(.5) Layer III, kbit/s
+        1: [0, 32, 40, 48, 56, 64, 80, 96, 112, 128, 160, 192, 224, 256, 320],
+        2: [0, 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160],
+    }
+    rates = {3: [44100, 48000, 32000], 2: [22050, 24000, 16000], 0: [11025, 12000, 8000]}
+    pos = 0
+    if data[:3] == b"ID3" and len(data) >= 10:
+        pos = 10 + ((data[6] & 0x7F) << 21 | (data[7] & 0x7F) << 14 | (data[8] & 0x7F) << 7 | data[9] & 0x7F)
+    seconds, frames = 0.0, 0
+    while pos + 4 <= len(data):
+        b1, b2 = data[pos + 1], data[pos + 2]
+        if data[pos] != 0xFF or (b1 & 0xE0) != 0xE0:
+            pos += 1
+            continue
+        version, layer = (b1 >> 3) & 3, (b1 >> 1) & 3
+        br_i, sr_i = b2 >> 4, (b2 >> 2) & 3
+        if version == 1 or layer != 1 or br_i in (0, 15) or sr_i == 3:  # layer bits 01 = Layer III
+            pos += 1
+            continue
+        sr = rates[version][sr_i]
+        br = bitrates[1 if version == 3 else 2][br_i] * 1000
+        spf = 1152 if version == 3 else 576
+        length = spf // 8 * br // sr + ((b2 >> 1) & 1)
+        seconds += spf / sr
+        frames += 1
+        pos += max(length, 1)
+    if frames == 0:
+        raise BadAudio("no MP3 frames found")
+    return seconds
+
+
+@dataclass
+class AudioVerdict:
+    seconds: float
+    rms: float | None = None
+    clipped_fraction: float | None = None
+
+
+def check_samples(samples: np.ndarray, sample_rate: int, expected_s: float | None) -> AudioVerdict:
+    """Raise BadAudio when the samples are empty, silent, clipped or of implausible duration."""
+    if sample_rate <= 0:
+        raise BadAudio(f"sample rate {sample_rate}")
+    seconds = len(samples) / sample_rate
+    if len(samples) == 0 or seconds < MIN_AUDIO_S:
+        raise BadAudio(f"empty audio ({len(samples)} samples)")
+    rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64))))
+    if rms < SILENT_RMS:
+        raise BadAudio(f"silent (RMS {rms:.2e} < {SILENT_RMS:.0e})")
+    clipped = float(np.mean(np.abs(samples) >= CLIP_LEVEL))
+    if clipped > CLIP_FRACTION:
+        raise BadAudio(f"clipped ({clipped:.1%} of samples at full scale)")
+    check_duration(seconds, expected_s)
+    return AudioVerdict(seconds, rms, clipped)
+
+
+def check_duration(seconds: float, expected_s: float | None) -> None:
+    if not expected_s:
+        return
+    lo, hi = expected_s / DURATION_FACTOR, expected_s * DURATION_FACTOR + DURATION_SLACK_S
+    if not lo <= seconds <= hi:
+        raise BadAudio(f"duration {seconds:.2f} s implausible for the text (expected {lo:.2f}..{hi:.2f} s)")
+
+
+def check_body(kind: str, body: bytes, expected_s: float | None, pcm_rate: int) -> AudioVerdict:
+    """Check a complete response body of the adapter's `kind` (wav, pcm, mp3, zip-mp3)."""
+    if not body:
+        raise BadAudio("empty body")
+    if kind == "wav":
+        samples, rate = wav_samples(body)
+        return check_samples(samples, rate, expected_s)
+    if kind == "pcm":
+        return check_samples(from_pcm16(body), pcm_rate, expected_s)
+    if kind == "mp3":
+        # Without a decoder we can count frames (duration) but not hear silence or clipping.
+        seconds = mp3_seconds(body)
+        check_duration(seconds, expected_s)
+        return AudioVerdict(seconds)
+    if kind == "zip-mp3":
+        try:
+            with zipfile.ZipFile(io.BytesIO(body)) as zf:
+                parts = [zf.read(n) for n in zf.namelist() if n.lower().endswith(".mp3")]
+        except (zipfile.BadZipFile, OSError) as exc:
+            raise BadAudio(f"not a zip archive ({exc})") from None
+        if not parts:
+            raise BadAudio("zip holds no .mp3")
+        seconds = sum(mp3_seconds(p) for p in parts)
+        check_duration(seconds, expected_s)
+        return AudioVerdict(seconds)
+    raise BadAudio(f"unknown response kind {kind!r}")
