@@ -14,7 +14,16 @@ from pydantic import BaseModel, Field
 
 SCHEMA = "ttsperf.benchrun/1"
 
-ERROR_CLASSES = ("connect", "timeout", "http_4xx", "http_5xx", "truncated", "bad_audio", "other")
+ERROR_CLASSES = (
+    "connect",
+    "timeout",
+    "http_4xx",
+    "http_5xx",
+    "truncated",
+    "disconnected",
+    "bad_audio",
+    "other",
+)
 
 # Written into every result, so a reader never has to guess what a number means.
 FORMULAS = {

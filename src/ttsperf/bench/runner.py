@@ -124,7 +124,9 @@ class Runner:
         except aiohttp.ClientConnectorError as exc:
             rec.error, rec.detail = "connect", str(exc)
         except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            rec.error = "truncated" if got_headers else "connect"
+            # After the headers the body was cut short; before them the server hung up on a request
+            # it had accepted (a crash or a proxy limit), which is not a failure to connect.
+            rec.error = "truncated" if got_headers else "disconnected"
             rec.detail = f"{exc.__class__.__name__}: {exc}"
         except aiohttp.ClientError as exc:
             rec.error, rec.detail = "other", f"{exc.__class__.__name__}: {exc}"

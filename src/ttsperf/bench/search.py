@@ -18,7 +18,7 @@ class SearchResult:
 
 
 def search_steps(
-    start: float, integer: bool, limit: float, rel_tol: float = 0.05, max_probes: int = 12
+    start: float, integer: bool, limit: float, rel_tol: float = 0.05, max_probes: int = 16
 ) -> Generator[float, bool, SearchResult]:
     """Yields each load to probe and is sent back whether it passed; returns the SearchResult.
 
@@ -58,7 +58,8 @@ def search_steps(
             if integer and mid <= 1:
                 break
     while lo is not None and hi is not None and len(res.probes) < max_probes:
-        if (integer and hi - lo <= 1) or (not integer and (hi - lo) / hi <= rel_tol):
+        # Each probe is a whole load point: stop at rel_tol (but integers resolve down to 1 apart).
+        if hi - lo <= (max(1.0, int(rel_tol * hi)) if integer else rel_tol * hi):
             break
         mid = float((int(lo) + int(hi)) // 2) if integer else (lo + hi) / 2
         if (yield from probe(mid)):

@@ -1,0 +1,145 @@
+"""`ttsperf bench` as a user meets it: one clear line and exit 2 for bad input, 0/1 for the SLO."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ttsperf.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, ["bench", *args, "--no-progress", "--no-gpu"])
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_unparseable_slo(server_factory):
+    line = one_error_line(invoke("http://127.0.0.1:9", "--slo", "ttfa_p99=fast"))
+    assert "--slo" in line and "ttfa_p99=fast" in line
+
+
+def test_slo_time_without_unit():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--slo", "e2e_p99=5"))
+    assert "time unit" in line
+
+
+def test_unknown_slo_metric():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--slo", "speed_p99=5s"))
+    assert "unknown metric 'speed_p99'" in line
+
+
+def test_unknown_adapter():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--adapter", "grpc"))
+    assert "--adapter 'grpc'" in line and "invoke" in line
+
+
+def test_unreadable_texts_file(tmp_path):
+    missing = tmp_path / "nope.txt"
+    line = one_error_line(invoke("http://127.0.0.1:9", "--texts", str(missing)))
+    assert str(missing) in line and "cannot read" in line
+
+
+def test_jsonl_texts_file_without_text_field(tmp_path):
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"text": "ok"}\n{"txt": "typo"}\n', encoding="utf-8")
+    line = one_error_line(invoke("http://127.0.0.1:9", "--texts", str(f)))
+    assert f"{f}:2" in line and '"text"' in line
+
+
+def test_bad_url():
+    line = one_error_line(invoke("localhost:8080"))
+    assert "'localhost:8080'" in line and "http://" in line
+
+
+def test_rate_must_be_positive():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--rate", "0"))
+    assert "--rate" in line and "> 0" in line
+
+
+def test_rate_not_a_number():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--rate", "fast"))
+    assert "--rate 'fast'" in line
+
+
+def test_concurrency_and_rate_together():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--rate", "2", "--concurrency", "4"))
+    assert "choose one" in line
+
+
+def test_unknown_arrival():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--rate", "2", "--arrival", "bursty"))
+    assert "--arrival 'bursty'" in line
+
+
+def test_find_max_without_slo():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--find-max"))
+    assert "--find-max needs --slo" in line
+
+
+def test_template_without_placeholder():
+    line = one_error_line(
+        invoke("http://127.0.0.1:9", "--adapter", "template", "--template-body", '{"a": 1}')
+    )
+    assert "{text}" in line
+
+
+def test_help_shows_an_example():
+    result = runner.invoke(app, ["bench", "--help"])
+    assert result.exit_code == 0
+    assert "ttsperf bench http://127.0.0.1:8080 --concurrency" in result.output
+
+
+def test_slo_pass_exits_0_and_fail_exits_1_naming_the_constraint(server_factory):
+    srv = server_factory(slots=1, service_time=0.05)
+    ok = invoke(srv.url, "--concurrency", "1", "--requests", "30", "--slo", "e2e_p50=1s,error_rate=1%")
+    assert ok.exit_code == 0, ok.output
+    assert "SLO: PASS" in ok.output
+    # 3 in flight on one slot: p50 is about 3 x 50 ms, over a 100 ms bound.
+    bad = invoke(srv.url, "--concurrency", "3", "--requests", "30", "--slo", "e2e_p50=100ms,error_rate=1%")
+    assert bad.exit_code == 1, bad.output
+    assert "SLO: FAIL" in bad.output and "e2e_p50 =" in bad.output and "over by" in bad.output
+    assert "error_rate" not in bad.output.split("SLO: FAIL")[1]  # only the failing constraint is named
+
+
+def test_unresolved_percentile_never_passes(server_factory):
+    srv = server_factory(slots=0, service_time=0.01)
+    res = invoke(srv.url, "--requests", "20", "--slo", "e2e_p99=10s")
+    assert res.exit_code == 1
+    assert "p99 not resolved: n=20, needs n >= 1000" in res.output
+
+
+def test_json_and_output_dir(server_factory, tmp_path):
+    srv = server_factory(slots=0, service_time=0.01)
+    out = tmp_path / "run"
+    res = invoke(srv.url, "--concurrency", "1,2", "--requests", "12", "--json", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["schema"] == "ttsperf.benchrun/1"
+    p = data["points"][0]
+    for key in ("throughput_rps", "audio_seconds_per_s", "goodput_rps", "errors"):
+        assert key in p
+    for key in ("p50", "p90", "p99", "mean", "max", "n"):
+        assert key in p["latency_s"] and key in p["ttfa_s"] and key in p["rtf"]
+    assert p["latency_s"]["p99"] is None and "p99" in p["latency_s"]["unresolved"]
+    saved = json.loads((out / "run.json").read_text())
+    assert len(saved["records"]) == 24
+    rows = (out / "requests.csv").read_text().splitlines()
+    assert len(rows) == 25 and rows[0].startswith("point,i,warmup")
+    for png in ("latency.png", "throughput.png", "ttfa_cdf.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize("flag", ["--requests", "--warmup"])
+def test_negative_counts(flag):
+    line = one_error_line(invoke("http://127.0.0.1:9", flag, "-1"))
+    assert flag in line
