@@ -143,3 +143,25 @@ def test_json_and_output_dir(server_factory, tmp_path):
 def test_negative_counts(flag):
     line = one_error_line(invoke("http://127.0.0.1:9", flag, "-1"))
     assert flag in line
+
+
+def test_ctrl_c_writes_what_was_measured(server_factory, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    srv = server_factory(slots=1, service_time=0.05)
+    out = tmp_path / "run"
+    cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "bench", srv.url,
+           "--requests", "1000", "--no-progress", "--no-gpu", "-o", str(out)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.5)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    data = json.loads((out / "run.json").read_text())
+    assert data["interrupted"] is True
+    n = len(data["records"])
+    assert 5 < n < 1000 and data["points"][0]["successes"] == n
+    assert "interrupted" in stdout

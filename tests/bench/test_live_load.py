@@ -147,3 +147,11 @@ def test_forge_adapter_against_a_get_api(server_factory):
     srv = server_factory(slots=0, service_time=0.01)
     p = bench(srv.url, adapter="forge", concurrency=[1], requests=5).points[0]
     assert p.successes == 5
+
+
+def test_chattts_api_adapter_reads_a_zip_of_mp3s(server_factory):
+    srv = server_factory(slots=0, service_time=0.01)
+    run = bench(srv.url, adapter="chattts-api", concurrency=[2], requests=6)
+    p = run.points[0]
+    assert p.successes == 6, p.error_examples
+    assert all(abs(r.audio_s - r.expected_audio_s) < 0.05 for r in run.records)

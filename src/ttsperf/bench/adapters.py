@@ -86,12 +86,15 @@ class ChatTTSApiAdapter(Adapter):
     name, default_path, kind = "chattts-api", "/generate_voice", "zip-mp3"
 
     def build(self, base: str, item: Item) -> HttpRequest:
+        # audio_seed and text_seed are required fields of that API's request model.
         body = {
             "text": [item.text],
             "stream": False,
             "skip_refine_text": True,
-            "params_refine_text": {},
-            "params_infer_code": {},
+            "audio_seed": 12345678,
+            "text_seed": 87654321,
+            "params_refine_text": {"prompt": ""},
+            "params_infer_code": {"prompt": "[speed_5]", "spk_emb": None},
         }
         return HttpRequest("POST", self.endpoint(base), json={**body, **item.extra})
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import io
 import re
 import struct
 import sys
 import time
+import zipfile
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -30,7 +32,11 @@ from ttsperf.audio import to_pcm16
 from ttsperf.bench.texts import expected_seconds
 
 _FAULT = re.compile(r"\[fault:([a-z0-9]+)(?:=([0-9.]+))?\]")
-DECODE_STEPS_PER_AUDIO_S = 21.5  # ChatTTS emits about 21.5 audio-code frames per second of speech
+DECODE_STEPS_PER_AUDIO_S = 21.5
+# One MPEG-1 Layer III frame (128 kbit/s, 44.1 kHz): a 4-byte header and 413 bytes of payload.
+MP3_FRAME = bytes([0xFF, 0xFB, 0x90, 0x00]) + bytes(
+    413
+)  # ChatTTS emits about 21.5 audio-code frames per second of speech
 
 
 @dataclass
@@ -71,6 +77,7 @@ class MockTTS:
         app.router.add_post("/invoke", self.invoke)
         app.router.add_post("/v1/audio/speech", self.openai)
         app.router.add_get("/v1/tts", self.forge)
+        app.router.add_post("/generate_voice", self.chattts_api)
         app.router.add_get("/stats", self.stats)
         app.router.add_post("/reset", self.reset)
         app.router.add_get("/metrics", self.metrics)
@@ -104,6 +111,26 @@ class MockTTS:
 
     async def forge(self, request: web.Request) -> web.StreamResponse:
         return await self.speak(request, request.query.get("text", ""), "wav", stream=False)
+
+    async def chattts_api(self, request: web.Request) -> web.StreamResponse:
+        """ChatTTS examples/api: a zip with one MP3 per input text (frames of MPEG silence here)."""
+        body = await request.json()
+        texts = [str(t) for t in body.get("text", [])]
+        if not texts or "audio_seed" not in body:
+            return web.json_response({"detail": "text and audio_seed are required"}, status=422)
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(self.cfg.service_time)
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w") as zf:
+                for i, text in enumerate(texts):
+                    frames = int(max(self.cfg.min_audio_s, expected_seconds(text)) * 44100 / 1152)
+                    zf.writestr(f"{i}.mp3", MP3_FRAME * frames)
+            return web.Response(body=buf.getvalue(), content_type="application/zip")
+        finally:
+            self.in_flight -= 1
+            self.served += 1
 
     async def speak(self, request: web.Request, text: str, fmt: str, stream: bool) -> web.StreamResponse:
         self.in_flight += 1

@@ -101,6 +101,8 @@ def register(app: typer.Typer) -> None:
             from ttsperf.bench.display import render
 
             render(run)
+        if run.interrupted:
+            raise typer.Exit(130)  # the shell's convention for "stopped by Ctrl-C", after writing results
         if run.slo is not None and not run.slo.passed:
             raise typer.Exit(1)
 
