@@ -153,8 +153,19 @@ def test_ctrl_c_writes_what_was_measured(server_factory, tmp_path):
 
     srv = server_factory(slots=1, service_time=0.05)
     out = tmp_path / "run"
-    cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "bench", srv.url,
-           "--requests", "1000", "--no-progress", "--no-gpu", "-o", str(out)]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-c",
+        "from ttsperf.cli.main import app; app()",
+        "bench",
+        srv.url,
+        "--requests",
+        "1000",
+        "--no-progress",
+        "--no-gpu",
+        "-o",
+        str(out),
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(2.5)
     proc.send_signal(signal.SIGINT)
@@ -165,3 +176,47 @@ def test_ctrl_c_writes_what_was_measured(server_factory, tmp_path):
     n = len(data["records"])
     assert 5 < n < 1000 and data["points"][0]["successes"] == n
     assert "interrupted" in stdout
+
+
+def test_progress_bar_and_table_render(server_factory):
+    srv = server_factory(slots=0, service_time=0.01)
+    res = runner.invoke(app, ["bench", srv.url, "--requests", "5", "--no-gpu", "--text-set", "en-short"])
+    assert res.exit_code == 0, res.output
+    assert "concurrent@1" in res.output and "5/5" in res.output
+    assert "workload en-short: 5 texts" in res.output
+
+
+def test_charts_include_gpu_when_telemetry_has_it(tmp_path):
+    from ttsperf.bench.charts import write_charts
+    from ttsperf.bench.metrics import summarize
+    from ttsperf.bench.results import BenchRun, RequestRecord, Strategy
+
+    recs = [
+        RequestRecord(
+            i=i,
+            point=0,
+            warmup=False,
+            url="u",
+            chars=5,
+            expected_audio_s=1.0,
+            t_sched=i * 0.1,
+            t_send=i * 0.1,
+            t_first_audio=i * 0.1 + 0.05,
+            t_end=i * 0.1 + 0.2,
+            audio_s=1.0,
+        )
+        for i in range(30)
+    ]
+    run = BenchRun(
+        tool_version="t",
+        created_utc="t",
+        targets=["u"],
+        adapter="invoke",
+        config={},
+        workload={},
+        points=[summarize(Strategy(kind="concurrent", concurrency=2), recs)],
+        records=recs,
+        telemetry=[{"t": t / 10, "gpu_util": 0.5, "gpu_mem_bytes": 2e9} for t in range(40)],
+    )
+    names = sorted(p.name for p in write_charts(run, tmp_path))
+    assert names == ["gpu.png", "latency.png", "throughput.png", "ttfa_cdf.png"]

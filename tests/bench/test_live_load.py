@@ -155,3 +155,38 @@ def test_chattts_api_adapter_reads_a_zip_of_mp3s(server_factory):
     p = run.points[0]
     assert p.successes == 6, p.error_examples
     assert all(abs(r.audio_s - r.expected_audio_s) < 0.05 for r in run.records)
+
+
+def test_open_loop_max_concurrency_caps_in_flight_and_the_wait_is_queue_time(server_factory):
+    srv = server_factory(slots=0, service_time=0.05)
+    # 100 req/s offered, 2 in flight x 50 ms serves at most 40 req/s: the rest waits in the client.
+    p = bench(srv.url, rate=[100.0], arrival="constant", max_concurrency=2, requests=40).points[0]
+    assert srv.stats()["max_in_flight"] == 2 and p.max_in_flight == 2
+    assert p.successes == 40
+    assert p.queue_s.max > 0.3  # the last requests waited for a free slot in the client
+    assert p.latency_from_intended_s.mean > p.latency_s.mean + 0.1
+
+
+def test_open_loop_duration_mode(server_factory):
+    srv = server_factory(slots=0, service_time=0.0, sample_rate=8000)
+    run = bench(srv.url, rate=[40.0], arrival="poisson", duration=1.0, warmup=4, text_set="zh-short")
+    p = run.points[0]
+    assert p.warmup == 4 and 20 <= p.requests <= 65  # ~40 arrivals in 1 s of a Poisson process
+    measured = [r.t_sched for r in run.records if not r.warmup]
+    assert max(measured) - min(measured) < 1.0 + 4 / 40.0
+
+
+def test_template_adapter_posts_any_json_and_reads_pcm(server_factory):
+    srv = server_factory(slots=0, service_time=0.01)
+    run = bench(
+        srv.url + "/v1/audio/speech",
+        adapter="template",
+        concurrency=[1],
+        requests=4,
+        text_set="en-short",
+        template_body='{"input": "{text}", "response_format": "pcm"}',
+        template_kind="pcm",
+    )
+    p = run.points[0]
+    assert p.successes == 4, p.error_examples
+    assert all(abs(r.audio_s - r.server_audio_s) < 1e-3 for r in run.records)

@@ -37,8 +37,15 @@ def test_server_process_and_prometheus_are_sampled_inside_the_window(server_fact
 
 def test_unreachable_metrics_url_is_noted_once(server_factory, free_port_url):
     srv = server_factory(slots=0, service_time=0.01)
-    run = run_bench(BenchConfig(urls=[srv.url], requests=5, gpu=False, metrics_url=free_port_url + "/metrics",
-                                telemetry_interval=0.05))  # fmt: skip
+    run = run_bench(
+        BenchConfig(
+            urls=[srv.url],
+            requests=5,
+            gpu=False,
+            metrics_url=free_port_url + "/metrics",
+            telemetry_interval=0.05,
+        )
+    )
     assert run.points[0].successes == 5
     assert len(run.telemetry_notes) == 1 and "--metrics-url" in run.telemetry_notes[0]
 
@@ -58,8 +65,11 @@ def test_prometheus_text_and_window_aggregation():
 def test_find_max_concurrency_against_a_single_slot_server(server_factory):
     # One slot, S = 40 ms: latency at concurrency C is about C x 40 ms, so e2e_p50 <= 130 ms allows C = 3.
     srv = server_factory(slots=1, service_time=0.04)
-    run = run_bench(BenchConfig(urls=[srv.url], concurrency=[1, 16], requests=20, find_max=True,
-                                slo="e2e_p50=130ms", gpu=False))  # fmt: skip
+    run = run_bench(
+        BenchConfig(
+            urls=[srv.url], concurrency=[1, 16], requests=20, find_max=True, slo="e2e_p50=130ms", gpu=False
+        )
+    )
     assert run.find_max["max_passing"] == 3 and run.find_max["first_failing"] == 4
     assert run.slo.passed
     assert [pr["load"] for pr in run.find_max["probes"]][:3] == [1, 2, 4]

@@ -58,11 +58,21 @@ def test_percentile_resolution_rule():
 
 def rec(i, send, end, sched=None, audio=1.0, chunks=(), warmup=False, error=None):
     return RequestRecord(
-        i=i, point=0, warmup=warmup, url="u", chars=1, expected_audio_s=1,
+        i=i,
+        point=0,
+        warmup=warmup,
+        url="u",
+        chars=1,
+        expected_audio_s=1,
         t_sched=send if sched is None else sched,
-        t_send=send, t_end=end, audio_s=audio, error=error, chunk_t=[c[0] for c in chunks],
-        chunk_audio_s=[c[1] for c in chunks], t_first_audio=chunks[0][0] if chunks else None,
-    )  # fmt: skip
+        t_send=send,
+        t_end=end,
+        audio_s=audio,
+        error=error,
+        chunk_t=[c[0] for c in chunks],
+        chunk_audio_s=[c[1] for c in chunks],
+        t_first_audio=chunks[0][0] if chunks else None,
+    )
 
 
 def test_throughput_uses_the_window_not_the_sum_of_latencies():

@@ -44,6 +44,13 @@ def render(run: BenchRun, console: Console | None = None) -> None:
             ms(p.ttfa_s, "p99"), plain(p.rtf, "p50"), plain(p.rtf, "p95"), ms(p.queue_s, "p99"), errs, slo,
         )  # fmt: skip
     console.print(t)
+    w = run.workload
+    if w:
+        console.print(
+            f"workload {w['name']}: {w['texts']} texts, {w['chars']['min']}-{w['chars']['max']} chars "
+            f"(median {w['chars']['median']:g}), expected speech {w['expected_audio_s']['min']}-"
+            f"{w['expected_audio_s']['max']} s"
+        )
     console.print(
         "percentiles: exact, numpy linear; n<K = not resolved by this many requests (needs >= K). "
         "req/s = successes / window, not n / sum(latency)."
