@@ -91,3 +91,16 @@ def test_wrong_format_request_is_a_4xx(server_factory):
         )
     )
     assert run.points[0].errors == {"http_4xx": 2}
+
+
+def test_progress_hears_of_every_request_including_failures(server_factory, tmp_path):
+    srv = server_factory(slots=0, service_time=0.01)
+    f = tmp_path / "t.txt"
+    f.write_text("\n".join([GOOD, GOOD + "[fault:500]", GOOD + "[fault:silent]"]), encoding="utf-8")
+    seen = []
+    run_bench(
+        BenchConfig(urls=[srv.url], texts=str(f), requests=6, gpu=False),
+        progress=lambda label, total, r: seen.append((label, total, None if r is None else r.error)),
+    )
+    assert seen[0] == ("concurrent@1", 6, None)
+    assert sorted(str(e) for _, _, e in seen[1:]) == sorted(["None", "http_5xx", "bad_audio"] * 2)

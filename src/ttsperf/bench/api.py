@@ -119,7 +119,7 @@ def run_bench(cfg: BenchConfig, progress: ProgressHook | None = None) -> BenchRu
     )  # fmt: skip
 
     def finish_point(strategy: Strategy, recs: list[RequestRecord]) -> PointResult:
-        recs = [r for r in recs if r.error is not None or r.t_end is not None]  # drop cut-off (Ctrl-C)
+        recs = [r for r in recs if r.done]  # a run cut short by Ctrl-C drops requests not fully judged
         measured = [r for r in recs if not r.warmup]
         t0 = min((r.t_send for r in measured if r.t_send is not None), default=0.0)
         t1 = t0 + window(measured)
@@ -161,7 +161,7 @@ def run_bench(cfg: BenchConfig, progress: ProgressHook | None = None) -> BenchRu
                 finish_point(s, recs)
     finally:
         tele.stop()
-    run.records = [r for r in runner.records if r.error is not None or r.t_end is not None]
+    run.records = [r for r in runner.records if r.done]
     run.telemetry, run.telemetry_notes = tele.samples, tele.notes
     if bounds:
         run.slo = overall_verdict(run)

@@ -117,6 +117,8 @@ class RequestRecord(BaseModel):
     decode_steps: float | None = None
     server_queue_s: float | None = None
     server_inference_s: float | None = None
+    # False until the response is fully judged (audio checked); a run cut short by Ctrl-C drops such.
+    done: bool = Field(False, exclude=True)
 
     @property
     def ok(self) -> bool:

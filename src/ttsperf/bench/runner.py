@@ -96,30 +96,7 @@ class Runner:
         try:
             async with self._session.request(req.method, req.url, json=req.json, params=req.params) as resp:
                 got_headers = True
-                rec.status = resp.status
-                for h, attr in HEADER_FLOATS.items():
-                    if h in resp.headers:
-                        try:
-                            setattr(rec, attr, float(resp.headers[h]))
-                        except ValueError:
-                            pass
-                if resp.status >= 400:
-                    text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
-                    rec.t_end = self.now()
-                    rec.error = "http_4xx" if resp.status < 500 else "http_5xx"
-                    rec.detail = f"HTTP {resp.status}: {text.strip()}"
-                    return
-                ctype = resp.headers.get("Content-Type", "").lower()
-                if ctype and not ctype.startswith(AUDIO_TYPES):
-                    text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
-                    rec.t_end = self.now()
-                    rec.error, rec.detail = (
-                        "bad_audio",
-                        f"content-type {ctype!r} is not audio: {text.strip()}",
-                    )
-                    return
-                await self._read_chunks(resp, rec, kind, body)
-                rec.t_end = self.now()
+                await self._receive(resp, rec, kind, body)
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
             rec.error, rec.detail = "timeout", f"no complete response within {self.timeout.total} s {exc}"
         except aiohttp.ClientConnectorError as exc:
@@ -140,9 +117,35 @@ class Runner:
         self._checks.add(task)
         task.add_done_callback(self._checks.discard)
 
+    async def _receive(
+        self, resp: aiohttp.ClientResponse, rec: RequestRecord, kind: str, body: bytearray
+    ) -> None:
+        rec.status = resp.status
+        for h, attr in HEADER_FLOATS.items():
+            if h in resp.headers:
+                try:
+                    setattr(rec, attr, float(resp.headers[h]))
+                except ValueError:
+                    pass
+        if resp.status >= 400:
+            text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
+            rec.t_end = self.now()
+            rec.error = "http_4xx" if resp.status < 500 else "http_5xx"
+            rec.detail = f"HTTP {resp.status}: {text.strip()}"
+            return
+        ctype = resp.headers.get("Content-Type", "").lower()
+        if ctype and not ctype.startswith(AUDIO_TYPES):
+            text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
+            rec.t_end = self.now()
+            rec.error, rec.detail = "bad_audio", f"content-type {ctype!r} is not audio: {text.strip()}"
+            return
+        await self._read_chunks(resp, rec, kind, body)
+        rec.t_end = self.now()
+
     async def _check_and_report(self, rec: RequestRecord, kind: str, body: bytes) -> None:
         if rec.error is None:
             await self._check(rec, kind, body)
+        rec.done = True
         if self.on_done:
             self.on_done(rec)
 
