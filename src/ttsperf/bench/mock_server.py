@@ -49,6 +49,17 @@ class Config:
     min_audio_s: float = 0.3
 
 
+async def sleep_until(deadline: float) -> None:
+    """Wait until perf_counter() >= deadline. asyncio.sleep alone overshoots by up to a millisecond
+    or more (its timer rounds up), which would make the server slower than the service time it
+    promises; the last 2 ms are spent yielding to the loop instead."""
+    remaining = deadline - time.perf_counter()
+    if remaining > 0.002:
+        await asyncio.sleep(remaining - 0.002)
+    while time.perf_counter() < deadline:
+        await asyncio.sleep(0)
+
+
 @lru_cache(maxsize=64)
 def tone_pcm(n: int, rate: int, level: float = 0.3) -> bytes:
     """A gliding tone: audible, not silent, not clipped; cached since tests reuse a few lengths."""
@@ -162,8 +173,9 @@ class MockTTS:
         service = cfg.service_time + cfg.rtf * n / cfg.sample_rate + float(faults.get("stall") or 0)
         if "400" in faults:
             return web.json_response({"error": "bad request (fault marker)"}, status=400)
+        done_at = t_start + service
         if "500" in faults:
-            await asyncio.sleep(service)
+            await sleep_until(done_at)
             return web.json_response({"error": "internal error (fault marker)"}, status=500)
         headers = {
             "X-Audio-Seconds": f"{n / cfg.sample_rate:.6f}",
@@ -172,15 +184,15 @@ class MockTTS:
             "X-Inference-Seconds": f"{service:.6f}",
         }
         if "html" in faults:
-            await asyncio.sleep(service)
+            await sleep_until(done_at)
             return web.Response(text="<html>upstream error</html>", content_type="text/html", headers=headers)
         if "drop" in faults:
-            await asyncio.sleep(service)
+            await sleep_until(done_at)
             request.transport.close()
             return web.Response(status=200)
         ctype = "audio/wav" if fmt == "wav" else "audio/pcm"
         if not stream:
-            await asyncio.sleep(service)
+            await sleep_until(done_at)
             payload = (wav_header(len(pcm), cfg.sample_rate) + pcm) if fmt == "wav" else pcm
             if "truncated" in faults:
                 resp = web.StreamResponse(headers=headers)
@@ -200,7 +212,7 @@ class MockTTS:
         k = max(1, cfg.stream_chunks)
         step = (len(pcm) // 2 // k) * 2
         for j in range(k):
-            await asyncio.sleep(service / k)
+            await sleep_until(t_start + service * (j + 1) / k)
             piece = pcm[j * step : (j + 1) * step if j < k - 1 else len(pcm)]
             if "truncated" in faults and j == k // 2:
                 request.transport.close()
