@@ -220,3 +220,18 @@ def test_charts_include_gpu_when_telemetry_has_it(tmp_path):
     )
     names = sorted(p.name for p in write_charts(run, tmp_path))
     assert names == ["gpu.png", "latency.png", "throughput.png", "ttfa_cdf.png"]
+
+
+def test_bad_header():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--header", "Authorization Bearer x"))
+    assert "--header" in line and "Name: value" in line
+
+
+def test_header_reaches_the_server_and_is_not_written_into_results(server_factory, tmp_path):
+    srv = server_factory(slots=0, service_time=0.01, token="s3cret")
+    out = tmp_path / "r"
+    denied = invoke(srv.url, "--requests", "2", "--json")
+    assert json.loads(denied.stdout)["points"][0]["errors"] == {"http_4xx": 2}
+    ok = invoke(srv.url, "--requests", "2", "-H", "Authorization: Bearer s3cret", "-o", str(out))
+    assert ok.exit_code == 0 and "2/2" in ok.output
+    assert "s3cret" not in (out / "run.json").read_text()

@@ -52,6 +52,7 @@ class BenchConfig:
     template_body: str | None = None
     template_kind: str = "wav"
     check_audio: bool = True
+    headers: list[str] = field(default_factory=list)  # "Name: value", e.g. an Authorization bearer token
     server_pid: int | None = None
     metrics_url: str | None = None
     gpu: bool = True
@@ -85,6 +86,16 @@ class BenchConfig:
             raise UserError("--find-max needs --slo: the most load that meets which objective?")
         if self.metrics_url:
             check_url(self.metrics_url)
+        self.header_dict()
+
+    def header_dict(self) -> dict[str, str]:
+        out = {}
+        for h in self.headers:
+            name, sep, value = h.partition(":")
+            if not sep or not name.strip() or any(c in name for c in " \t\r\n") or "\n" in value:
+                raise UserError(f"--header {h!r}: expected 'Name: value', e.g. 'Authorization: Bearer TOKEN'")
+            out[name.strip()] = value.strip()
+        return out
 
     def strategies(self) -> list[Strategy]:
         if self.rate:
@@ -110,11 +121,12 @@ def run_bench(cfg: BenchConfig, progress: ProgressHook | None = None) -> BenchRu
     run = BenchRun(
         tool_version=__version__,
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        targets=list(cfg.urls), adapter=cfg.adapter, config=asdict(cfg), workload=workload.describe(),
+        targets=list(cfg.urls), adapter=cfg.adapter, config=_public(asdict(cfg)),
+        workload=workload.describe(),
     )  # fmt: skip
     label = [""]
     runner = Runner(
-        adapter, cfg.urls, workload, cfg.timeout, cfg.check_audio, epoch=epoch,
+        adapter, cfg.urls, workload, cfg.timeout, cfg.check_audio, epoch=epoch, headers=cfg.header_dict(),
         on_done=(lambda r: progress(label[0], 0, r)) if progress else None,
     )  # fmt: skip
 
@@ -192,6 +204,12 @@ async def search(cfg: BenchConfig, one_point, run: BenchRun) -> None:
         "first_failing": result.first_fail,
         "probes": [{"load": x, "passed": ok} for x, ok in result.probes],
     }
+
+
+def _public(config: dict) -> dict:
+    """The config as written into results: header values (tokens) are not kept, only their names."""
+    config["headers"] = [h.partition(":")[0] + ": <redacted>" for h in config.get("headers", [])]
+    return config
 
 
 def overall_verdict(run: BenchRun) -> Verdict:

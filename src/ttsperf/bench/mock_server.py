@@ -47,6 +47,7 @@ class Config:
     stream_chunks: int = 8  # a streamed response is sent in this many pieces over the service time
     sample_rate: int = 24_000
     min_audio_s: float = 0.3
+    token: str | None = None  # when set, requests need "Authorization: Bearer <token>"
 
 
 async def sleep_until(deadline: float) -> None:
@@ -83,8 +84,15 @@ class MockTTS:
         self.sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
         self.in_flight = self.max_in_flight = self.served = 0
 
+    @web.middleware
+    async def auth(self, request: web.Request, handler):
+        if self.cfg.token and request.path not in ("/stats", "/reset", "/metrics"):
+            if request.headers.get("Authorization") != f"Bearer {self.cfg.token}":
+                return web.json_response({"error": "missing or wrong bearer token"}, status=401)
+        return await handler(request)
+
     def app(self) -> web.Application:
-        app = web.Application()
+        app = web.Application(middlewares=[self.auth])
         app.router.add_post("/invoke", self.invoke)
         app.router.add_post("/v1/audio/speech", self.openai)
         app.router.add_get("/v1/tts", self.forge)
@@ -239,8 +247,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--slots", type=int, default=0, help="requests served at once; 0 = unlimited")
     ap.add_argument("--stream-chunks", type=int, default=Config.stream_chunks)
     ap.add_argument("--sample-rate", type=int, default=Config.sample_rate)
+    ap.add_argument("--token", default=None, help="require Authorization: Bearer TOKEN")
     a = ap.parse_args(argv)
-    cfg = Config(a.service_time, a.rtf, a.slots, a.stream_chunks, a.sample_rate)
+    cfg = Config(a.service_time, a.rtf, a.slots, a.stream_chunks, a.sample_rate, token=a.token)
 
     async def run() -> None:
         runner, port = await serve(cfg, a.host, a.port)

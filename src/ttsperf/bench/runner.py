@@ -45,7 +45,9 @@ class Runner:
         check_audio: bool = True,
         on_done: Callable[[RequestRecord], None] | None = None,
         epoch: float | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
+        self.headers = headers or {}
         self.adapter, self.urls, self.workload = adapter, list(urls), workload
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self.check_audio = check_audio
@@ -94,7 +96,9 @@ class Runner:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         rec.t_send = self.now()
         try:
-            async with self._session.request(req.method, req.url, json=req.json, params=req.params) as resp:
+            async with self._session.request(
+                req.method, req.url, json=req.json, params=req.params, headers=self.headers
+            ) as resp:
                 got_headers = True
                 await self._receive(resp, rec, kind, body)
         except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:

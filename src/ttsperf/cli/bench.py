@@ -68,6 +68,7 @@ def register(app: typer.Typer) -> None:
         pcm_rate: int = typer.Option(24_000, help="sample rate of raw PCM responses"),
         template_body: str = typer.Option(None, help="template: JSON body with a {text} placeholder"),
         template_kind: str = typer.Option("wav", help="template: response kind wav | pcm | mp3 | zip-mp3"),
+        header: list[str] = typer.Option(None, "--header", "-H", help="extra request header 'Name: value'"),
         no_audio_check: bool = typer.Option(False, "--no-audio-check", help="skip checking audio bodies"),
         server_pid: int = typer.Option(None, help="sample CPU and memory of this local server process"),
         metrics_url: str = typer.Option(None, help="Prometheus endpoint to scrape (DCGM exporter, /metrics)"),
@@ -84,7 +85,8 @@ def register(app: typer.Typer) -> None:
             duration=duration, warmup=warmup, texts=str(texts) if texts else None, text_set=text_set, slo=slo,
             find_max=find_max, timeout=timeout, seed=seed, response_format=fmt, stream=stream, voice=voice,
             model=model, pcm_rate=pcm_rate, template_body=template_body, template_kind=template_kind,
-            check_audio=not no_audio_check, server_pid=server_pid, metrics_url=metrics_url, gpu=not no_gpu,
+            check_audio=not no_audio_check, headers=list(header or []), server_pid=server_pid,
+            metrics_url=metrics_url, gpu=not no_gpu,
         )  # fmt: skip
         cfg.validate()
         run = _run_with_progress(cfg, show=not (no_progress or as_json))
