@@ -122,7 +122,9 @@ def test_streaming_ttfa_and_gaps_are_measured_chunk_by_chunk(server_factory):
         assert p.successes == 20, p.errors
         assert p.ttfa_s.p50 == pytest.approx(S / chunks, abs=0.015)
         assert p.latency_s.p50 == pytest.approx(S, rel=0.15)
-        assert p.gap_s.n >= 20 * (chunks - 1)
+        # Each server write is one chunk unless a busy machine lets TCP merge two into one read.
+        assert p.gap_s.n >= 20 * (chunks - 1) // 2
+        assert p.gap_s.p50 == pytest.approx(S / chunks, abs=0.01)
         assert p.underrun["worst_s"] is not None and p.underrun["over_0.1s"] == 0
 
 
