@@ -70,6 +70,10 @@ def render(run: BenchRun, console: Console | None = None) -> None:
                 extra.append(f"GPU util {100 * v:.0f}%")
             elif k == "gpu_mem_max":
                 extra.append(f"GPU mem max {v / 1e9:.2f} GB")
+            elif k == "gpu_power_mean":
+                extra.append(f"GPU power {v:.0f} W")
+            elif k == "gpu_joules_per_audio_s":
+                extra.append(f"{v:.1f} J per audio second")
         for cls, why in p.error_examples.items():
             extra.append(f"{cls}: {why[:100]}")
         if extra:
