@@ -14,14 +14,18 @@ def bench(url: str, **kw) -> object:
 
 
 def test_closed_loop_matches_queueing_theory_and_the_guide_formula_is_off_by_the_concurrency(server_factory):
-    # K=2 slots, S=0.1 s, C=4 in flight: the server is never idle, so throughput = K/S = 20 req/s and,
-    # by Little's law, mean latency = C / throughput = 0.2 s.
-    K, S, C = 2, 0.1, 4
+    # K=2 slots, S=0.2 s, C=4 in flight: the server is never idle, so throughput = K/S = 10 req/s and,
+    # by Little's law, mean latency = C / throughput = 0.4 s.
+    K, S, C, n = 2, 0.2, 4, 40
     srv = server_factory(slots=K, service_time=S)
-    p = bench(srv.url, concurrency=[C], requests=60).points[0]
-    assert p.successes == 60
+    p = bench(srv.url, concurrency=[C], requests=n).points[0]
+    assert p.successes == n
     assert p.throughput_rps == pytest.approx(min(C, K) / S, rel=0.05)
     assert p.latency_s.mean == pytest.approx(C / K * S, rel=0.05)
+    # and what the server itself saw: n requests between its first arrival and last completion
+    server = srv.stats()
+    assert server["served"] == n
+    assert p.throughput_rps == pytest.approx(n / server["busy_s"], rel=0.02)
     # The guide's n / sum(latencies) is 1 / mean latency: it understates throughput by about C.
     assert p.naive_throughput_rps == pytest.approx(1 / p.latency_s.mean, rel=1e-9)
     assert p.throughput_rps / p.naive_throughput_rps == pytest.approx(C, rel=0.1)

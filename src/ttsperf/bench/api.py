@@ -29,7 +29,7 @@ DEFAULT_REQUESTS = 100
 
 @dataclass
 class BenchConfig:
-    urls: list[str]
+    urls: list[str] = field(default_factory=list)
     adapter: str = "invoke"
     concurrency: list[int] = field(default_factory=list)
     rate: list[float] = field(default_factory=list)

@@ -83,6 +83,9 @@ class MockTTS:
         self.cfg = cfg
         self.sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
         self.in_flight = self.max_in_flight = self.served = 0
+        # first arrival and last completion (server clock): the server's own view of its throughput
+        self.first_arrival: float | None = None
+        self.last_done: float | None = None
 
     @web.middleware
     async def auth(self, request: web.Request, handler):
@@ -103,11 +106,19 @@ class MockTTS:
         return app
 
     async def stats(self, request: web.Request) -> web.Response:
-        return web.json_response({"max_in_flight": self.max_in_flight, "served": self.served,
-                                  "in_flight": self.in_flight})  # fmt: skip
+        busy = (self.last_done - self.first_arrival) if self.last_done and self.first_arrival else None
+        return web.json_response(
+            {
+                "max_in_flight": self.max_in_flight,
+                "served": self.served,
+                "in_flight": self.in_flight,
+                "busy_s": busy,
+            }
+        )
 
     async def reset(self, request: web.Request) -> web.Response:
         self.max_in_flight = self.served = 0
+        self.first_arrival = self.last_done = None
         return web.json_response({"ok": True})
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -156,6 +167,8 @@ class MockTTS:
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
             t_arrive = time.perf_counter()
+            if self.first_arrival is None:
+                self.first_arrival = t_arrive
             if self.sem is None:
                 return await self._serve(request, text, fmt, stream, t_arrive)
             async with self.sem:
@@ -163,6 +176,7 @@ class MockTTS:
         finally:
             self.in_flight -= 1
             self.served += 1
+            self.last_done = time.perf_counter()
 
     async def _serve(self, request: web.Request, text: str, fmt: str, stream: bool, t_arrive: float):
         cfg = self.cfg

@@ -162,6 +162,7 @@ class BenchRun(BaseModel):
     targets: list[str]
     adapter: str
     config: dict[str, Any]
+    config_sources: dict[str, str] = Field(default_factory=dict, description="default | file | env | flag")
     workload: dict[str, Any]
     formulas: dict[str, str] = Field(default_factory=lambda: dict(FORMULAS))
     points: list[PointResult] = Field(default_factory=list)

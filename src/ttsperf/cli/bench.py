@@ -46,7 +46,8 @@ def register(app: typer.Typer) -> None:
     @app.command("bench", help=EXAMPLES)
     @user_errors
     def bench(
-        urls: list[str] = typer.Argument(..., help="server URL(s); several share the load round-robin"),
+        ctx: typer.Context,
+        urls: list[str] = typer.Argument(None, help="server URL(s); several share the load round-robin"),
         adapter: str = typer.Option("invoke", help="invoke | openai | chattts-api | forge | template"),
         concurrency: str = typer.Option(None, help="closed loop: N in flight; a list sweeps, e.g. 1,4,16"),
         rate: str = typer.Option(None, help="open loop: requests/s; a list sweeps, e.g. 2,4,8"),
@@ -76,20 +77,55 @@ def register(app: typer.Typer) -> None:
         out: Path = typer.Option(None, "-o", "--out", help="write run.json, requests.csv and charts here"),
         as_json: bool = typer.Option(False, "--json", help="print the BenchRun JSON (without records)"),
         no_progress: bool = typer.Option(False, "--no-progress", help="no live progress bar"),
+        config: Path = typer.Option(
+            None, "--config", help="settings file (.toml/.json); env TTSPERF_BENCH_*"
+        ),
     ) -> None:
-        from ttsperf.bench.api import BenchConfig
+        import os
 
-        cfg = BenchConfig(
-            urls=urls, adapter=adapter, concurrency=_ints("--concurrency", concurrency),
-            rate=_floats("--rate", rate), arrival=arrival, max_concurrency=max_concurrency, requests=requests,
-            duration=duration, warmup=warmup, texts=str(texts) if texts else None, text_set=text_set, slo=slo,
-            find_max=find_max, timeout=timeout, seed=seed, response_format=fmt, stream=stream, voice=voice,
-            model=model, pcm_rate=pcm_rate, template_body=template_body, template_kind=template_kind,
-            check_audio=not no_audio_check, headers=list(header or []), server_pid=server_pid,
-            metrics_url=metrics_url, gpu=not no_gpu,
-        )  # fmt: skip
+        from ttsperf.bench.config import resolve
+
+        given = {  # CLI parameter -> (BenchConfig field, value as the field wants it)
+            "urls": ("urls", list(urls or [])),
+            "adapter": ("adapter", adapter),
+            "concurrency": ("concurrency", _ints("--concurrency", concurrency)),
+            "rate": ("rate", _floats("--rate", rate)),
+            "arrival": ("arrival", arrival),
+            "max_concurrency": ("max_concurrency", max_concurrency),
+            "requests": ("requests", requests),
+            "duration": ("duration", duration),
+            "warmup": ("warmup", warmup),
+            "texts": ("texts", str(texts) if texts else None),
+            "text_set": ("text_set", text_set),
+            "slo": ("slo", slo),
+            "find_max": ("find_max", find_max),
+            "timeout": ("timeout", timeout),
+            "seed": ("seed", seed),
+            "fmt": ("response_format", fmt),
+            "stream": ("stream", stream),
+            "voice": ("voice", voice),
+            "model": ("model", model),
+            "pcm_rate": ("pcm_rate", pcm_rate),
+            "template_body": ("template_body", template_body),
+            "template_kind": ("template_kind", template_kind),
+            "header": ("headers", list(header or [])),
+            "no_audio_check": ("check_audio", not no_audio_check),
+            "server_pid": ("server_pid", server_pid),
+            "metrics_url": ("metrics_url", metrics_url),
+            "no_gpu": ("gpu", not no_gpu),
+        }
+        flags = {
+            field: value
+            for param, (field, value) in given.items()
+            # compared by name: typer may ship its own copy of click's ParameterSource enum
+            if getattr(ctx.get_parameter_source(param), "name", "") == "COMMANDLINE"
+        }
+        if urls:  # a variadic argument reports its source as DEFAULT even when given
+            flags["urls"] = list(urls)
+        cfg, sources = resolve(flags, config, os.environ)
         cfg.validate()
         run = _run_with_progress(cfg, show=not (no_progress or as_json))
+        run.config_sources = sources
         if out is not None:
             from ttsperf.bench.charts import write_charts
             from ttsperf.bench.results import write_outputs
