@@ -188,14 +188,37 @@ def mp3_frames(n: int) -> bytes:
     return (header + bytes(413)) * n
 
 
-def test_mp3_duration_from_frame_headers_and_zip_of_mp3():
+def test_mp3_duration_from_frame_headers():
     assert audio_checks.mp3_seconds(mp3_frames(100)) == pytest.approx(100 * 1152 / 44100)
+
+
+def real_mp3(samples: np.ndarray, rate: int = 24_000) -> bytes:
+    from ttsperf.audio import to_pcm16
+    from ttsperf.bench.mock_server import mp3_of
+
+    return mp3_of(to_pcm16(samples), rate)
+
+
+def zipped(*parts: bytes) -> bytes:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as zf:
-        zf.writestr("0.mp3", mp3_frames(100))
-    assert audio_checks.check_body("zip-mp3", buf.getvalue(), 2.6, 24_000).seconds == pytest.approx(
-        2.612, abs=0.01
+        for i, p in enumerate(parts):
+            zf.writestr(f"{i}.mp3", p)
+    return buf.getvalue()
+
+
+def test_mp3_and_zip_of_mp3_are_decoded_and_checked_like_wav():
+    good = real_mp3(tone(2.0))
+    assert audio_checks.check_body("mp3", good, 2.0, 24_000).seconds == pytest.approx(2.0, abs=0.1)
+    assert audio_checks.check_body("zip-mp3", zipped(good, good), 4.0, 24_000).seconds == pytest.approx(
+        4.0, abs=0.2
     )
+    with pytest.raises(audio_checks.BadAudio, match="silent"):
+        audio_checks.check_body("zip-mp3", zipped(real_mp3(np.zeros(48_000))), 2.0, 24_000)
+    with pytest.raises(audio_checks.BadAudio, match="silent"):
+        audio_checks.check_body("mp3", mp3_frames(100), 2.6, 24_000)  # valid frames, no sound in them
+    with pytest.raises(audio_checks.BadAudio):
+        audio_checks.check_body("mp3", b"ID3 but not really an mp3 at all" * 10, 2.0, 24_000)
     with pytest.raises(audio_checks.BadAudio, match="zip"):
         audio_checks.check_body("zip-mp3", b"PK-not-really", 2.6, 24_000)
 

@@ -14,6 +14,8 @@ from urllib.parse import urlsplit
 from ttsperf.bench.texts import Item
 from ttsperf.errors import UserError
 
+KINDS = ("wav", "pcm", "mp3", "ogg", "flac", "zip-mp3")
+
 
 @dataclass
 class HttpRequest:
@@ -38,7 +40,7 @@ class AdapterOptions:
 class Adapter:
     name = ""
     default_path = "/"
-    kind = "wav"  # what the body is: wav, pcm, mp3, zip-mp3
+    kind = "wav"  # what the body is: wav, pcm, mp3, ogg, flac, zip-mp3
 
     def __init__(self, opts: AdapterOptions) -> None:
         self.opts = opts
@@ -124,8 +126,8 @@ class TemplateAdapter(Adapter):
             json.loads(opts.template_body.replace("{text}", "x"))
         except json.JSONDecodeError as exc:
             raise UserError(f"--template-body: not JSON once {{text}} is filled in ({exc.msg})") from None
-        if opts.template_kind not in ("wav", "pcm", "mp3", "zip-mp3"):
-            raise UserError(f"--template-kind {opts.template_kind!r}: expected wav, pcm, mp3 or zip-mp3")
+        if opts.template_kind not in KINDS:
+            raise UserError(f"--template-kind {opts.template_kind!r}: expected one of {', '.join(KINDS)}")
         self.kind = opts.template_kind
 
     def endpoint(self, base: str) -> str:

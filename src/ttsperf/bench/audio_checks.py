@@ -151,8 +151,36 @@ def check_duration(seconds: float, expected_s: float | None) -> None:
         raise BadAudio(f"duration {seconds:.2f} s implausible for the text (expected {lo:.2f}..{hi:.2f} s)")
 
 
+def decode_compressed(data: bytes, kind: str) -> tuple[np.ndarray, int]:
+    """MP3 / Ogg Vorbis / FLAC -> mono float samples at their own rate, through miniaudio."""
+    import miniaudio
+
+    read = {"mp3": miniaudio.mp3_read_s16, "ogg": miniaudio.vorbis_read, "flac": miniaudio.flac_read_s16}[
+        kind
+    ]
+    try:
+        d = read(data)
+    except miniaudio.MiniaudioError as exc:
+        raise BadAudio(f"undecodable {kind} ({exc})") from None
+    samples = np.frombuffer(d.samples, dtype=np.int16).astype(np.float32) / 32767.0
+    if d.nchannels > 1:
+        samples = samples[: len(samples) - len(samples) % d.nchannels].reshape(-1, d.nchannels).mean(axis=1)
+    return samples, d.sample_rate
+
+
+def _compressed(body: bytes, kind: str) -> tuple[np.ndarray, int] | None:
+    """Decoded samples, or None when no decoder is installed (then only MP3 duration is checked)."""
+    try:
+        import miniaudio  # noqa: F401
+    except ImportError:
+        if kind != "mp3":
+            raise BadAudio(f"{kind} needs the miniaudio package to be checked") from None
+        return None
+    return decode_compressed(body, kind)
+
+
 def check_body(kind: str, body: bytes, expected_s: float | None, pcm_rate: int) -> AudioVerdict:
-    """Check a complete response body of the adapter's `kind` (wav, pcm, mp3, zip-mp3)."""
+    """Check a complete response body of the adapter's `kind` (wav, pcm, mp3, ogg, flac, zip-mp3)."""
     if not body:
         raise BadAudio("empty body")
     if kind == "wav":
@@ -160,20 +188,28 @@ def check_body(kind: str, body: bytes, expected_s: float | None, pcm_rate: int) 
         return check_samples(samples, rate, expected_s)
     if kind == "pcm":
         return check_samples(from_pcm16(body), pcm_rate, expected_s)
-    if kind == "mp3":
-        # Without a decoder we can count frames (duration) but not hear silence or clipping.
-        seconds = mp3_seconds(body)
+    if kind in ("mp3", "ogg", "flac"):
+        decoded = _compressed(body, kind)
+        if decoded is not None:
+            return check_samples(*decoded, expected_s)
+        seconds = mp3_seconds(body)  # no decoder: frames give the duration, not silence or clipping
         check_duration(seconds, expected_s)
         return AudioVerdict(seconds)
     if kind == "zip-mp3":
         try:
             with zipfile.ZipFile(io.BytesIO(body)) as zf:
-                parts = [zf.read(n) for n in zf.namelist() if n.lower().endswith(".mp3")]
+                parts = [zf.read(n) for n in sorted(zf.namelist()) if n.lower().endswith(".mp3")]
         except (zipfile.BadZipFile, OSError) as exc:
             raise BadAudio(f"not a zip archive ({exc})") from None
         if not parts:
             raise BadAudio("zip holds no .mp3")
-        seconds = sum(mp3_seconds(p) for p in parts)
-        check_duration(seconds, expected_s)
-        return AudioVerdict(seconds)
+        decoded = [_compressed(p, "mp3") for p in parts]
+        if any(d is None for d in decoded):
+            seconds = sum(mp3_seconds(p) for p in parts)
+            check_duration(seconds, expected_s)
+            return AudioVerdict(seconds)
+        rates = {rate for _, rate in decoded}
+        if len(rates) != 1:
+            raise BadAudio(f"zip parts at different sample rates {sorted(rates)}")
+        return check_samples(np.concatenate([x for x, _ in decoded]), rates.pop(), expected_s)
     raise BadAudio(f"unknown response kind {kind!r}")

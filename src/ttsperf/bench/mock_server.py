@@ -32,11 +32,21 @@ from ttsperf.audio import to_pcm16
 from ttsperf.bench.texts import expected_seconds
 
 _FAULT = re.compile(r"\[fault:([a-z0-9]+)(?:=([0-9.]+))?\]")
-DECODE_STEPS_PER_AUDIO_S = 21.5
-# One MPEG-1 Layer III frame (128 kbit/s, 44.1 kHz): a 4-byte header and 413 bytes of payload.
-MP3_FRAME = bytes([0xFF, 0xFB, 0x90, 0x00]) + bytes(
-    413
-)  # ChatTTS emits about 21.5 audio-code frames per second of speech
+DECODE_STEPS_PER_AUDIO_S = 21.5  # ChatTTS emits about 21.5 audio-code frames per second of speech
+
+
+def mp3_of(pcm: bytes, rate: int) -> bytes:
+    """Real MP3 of the PCM through LAME (lameenc, a dev/test extra: real ChatTTS API answers in MP3)."""
+    try:
+        import lameenc
+    except ImportError:
+        raise web.HTTPNotImplemented(text="the mock's MP3 endpoint needs: pip install lameenc") from None
+    enc = lameenc.Encoder()
+    enc.set_bit_rate(64)
+    enc.set_in_sample_rate(rate)
+    enc.set_channels(1)
+    enc.set_quality(7)
+    return bytes(enc.encode(pcm) + enc.flush())
 
 
 @dataclass
@@ -143,7 +153,7 @@ class MockTTS:
         return await self.speak(request, request.query.get("text", ""), "wav", stream=False)
 
     async def chattts_api(self, request: web.Request) -> web.StreamResponse:
-        """ChatTTS examples/api: a zip with one MP3 per input text (frames of MPEG silence here)."""
+        """ChatTTS examples/api: a zip with one MP3 per input text."""
         body = await request.json()
         texts = [str(t) for t in body.get("text", [])]
         if not texts or "audio_seed" not in body:
@@ -155,8 +165,8 @@ class MockTTS:
             buf = io.BytesIO()
             with zipfile.ZipFile(buf, "w") as zf:
                 for i, text in enumerate(texts):
-                    frames = int(max(self.cfg.min_audio_s, expected_seconds(text)) * 44100 / 1152)
-                    zf.writestr(f"{i}.mp3", MP3_FRAME * frames)
+                    n = int(max(self.cfg.min_audio_s, expected_seconds(text)) * self.cfg.sample_rate)
+                    zf.writestr(f"{i}.mp3", mp3_of(tone_pcm(n, self.cfg.sample_rate), self.cfg.sample_rate))
             return web.Response(body=buf.getvalue(), content_type="application/zip")
         finally:
             self.in_flight -= 1

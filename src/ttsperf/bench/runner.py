@@ -172,8 +172,8 @@ class Runner:
                     continue
                 data_offset = header.data_offset
                 bytes_per_s = float(header.sample_rate * header.channels * header.sample_width)
-            if data_offset is None:  # mp3 / zip: compressed, playable only as a whole here
-                if kind == "mp3" and not rec.chunk_t:
+            if data_offset is None:  # compressed: a player can start on the first bytes (not of a zip)
+                if kind in ("mp3", "ogg", "flac") and rec.t_first_audio is None:
                     rec.t_first_audio = t
                 continue
             now_audio = max(0, len(body) - data_offset)
@@ -199,6 +199,8 @@ class Runner:
             rec.audio_s = verdict.seconds
         except BadAudio as exc:
             rec.error, rec.detail = "bad_audio", str(exc)
+        except Exception as exc:  # a body that crashes a decoder is bad audio too, and must not vanish
+            rec.error, rec.detail = "bad_audio", f"audio check failed: {exc.__class__.__name__}: {exc}"
 
     # -- load strategies -----------------------------------------------------------------------
 
