@@ -223,10 +223,42 @@ def test_mp3_and_zip_of_mp3_are_decoded_and_checked_like_wav():
         audio_checks.check_body("zip-mp3", b"PK-not-really", 2.6, 24_000)
 
 
-def test_wav_header_of_other_sample_width_is_rejected():
-    hdr = b"RIFF" + struct.pack("<I", 36) + b"WAVEfmt " + struct.pack("<IHHIIHH", 16, 1, 1, 8000, 8000, 1, 8)
-    with pytest.raises(audio_checks.BadAudio, match="16-bit"):
-        audio_checks.parse_wav_header(hdr + b"data" + struct.pack("<I", 0))
+def wav_of(x: np.ndarray, tag: int, width: int, rate: int = 24_000, channels: int = 1) -> bytes:
+    if tag == 3:
+        data = x.astype("<f4" if width == 4 else "<f8").tobytes()
+    elif width == 1:
+        data = np.round(x * 127 + 128).astype(np.uint8).tobytes()
+    elif width == 3:
+        v = np.round(x * (2**23 - 1)).astype("<i4").view(np.uint8).reshape(-1, 4)[:, :3]
+        data = v.tobytes()
+    else:
+        data = np.round(x * (2 ** (8 * width - 1) - 1)).astype(f"<i{width}").tobytes()
+    fmt = struct.pack("<HHIIHH", tag, channels, rate, rate * width * channels, width * channels, 8 * width)
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + len(data))
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + (b"data" + struct.pack("<I", len(data)) + data)
+    )
+
+
+@pytest.mark.parametrize(("tag", "width"), [(1, 1), (1, 2), (1, 3), (1, 4), (3, 4), (3, 8)])
+def test_wav_of_every_common_sample_format_decodes_to_the_same_signal(tag, width):
+    x = tone(1.0)
+    samples, rate = audio_checks.wav_samples(wav_of(x, tag, width))
+    assert rate == 24_000 and len(samples) == len(x)
+    assert np.max(np.abs(samples - x)) < (0.01 if width == 1 else 1e-4)
+
+
+def test_stereo_wav_is_mixed_to_mono_and_odd_formats_are_rejected():
+    x = tone(1.0)
+    stereo = np.stack([x, x], axis=1).ravel()
+    samples, _ = audio_checks.wav_samples(wav_of(stereo, 1, 2, channels=2))
+    assert len(samples) == len(x)
+    with pytest.raises(audio_checks.BadAudio, match="format tag 85"):  # MP3-in-WAV
+        audio_checks.parse_wav_header(wav_of(x, 85, 2))
 
 
 # -- find-max ---------------------------------------------------------------------------------

@@ -40,6 +40,12 @@ class WavHeader:
     sample_width: int
     data_offset: int
     data_size: int | None  # None: unknown (streamed)
+    is_float: bool = False
+
+
+# Sample encodings a WAV may carry: (float?, bytes per sample). torchaudio.save writes float32 WAV,
+# soundfile 16-bit PCM by default; a tester that knew only 16-bit would fail correct servers.
+_WAV_KINDS = {(False, 1), (False, 2), (False, 3), (False, 4), (True, 4), (True, 8)}
 
 
 def parse_wav_header(data: bytes) -> WavHeader | None:
@@ -56,13 +62,17 @@ def parse_wav_header(data: bytes) -> WavHeader | None:
             if body + 16 > len(data):
                 return None
             tag, ch, rate, _, _, bits = struct.unpack("<HHIIHH", data[body : body + 16])
-            if tag not in (1, 0xFFFE) or bits != 16:
-                raise BadAudio(f"WAV format tag {tag} with {bits}-bit samples; expected 16-bit PCM")
-            fmt = (rate, ch, bits // 8)
+            if tag == 0xFFFE:  # WAVE_FORMAT_EXTENSIBLE: the real tag opens the sub-format GUID
+                if body + 26 > len(data):
+                    return None
+                tag = struct.unpack("<H", data[body + 24 : body + 26])[0]
+            if tag not in (1, 3) or (tag == 3, bits // 8) not in _WAV_KINDS or bits % 8 or ch < 1:
+                raise BadAudio(f"WAV format tag {tag} with {bits}-bit samples; expected PCM or float")
+            fmt = (rate, ch, bits // 8, tag == 3)
         elif cid == b"data":
             if fmt is None:
                 raise BadAudio("WAV data chunk before fmt chunk")
-            return WavHeader(fmt[0], fmt[1], fmt[2], body, None if size in _UNKNOWN_SIZES else size)
+            return WavHeader(fmt[0], fmt[1], fmt[2], body, None if size in _UNKNOWN_SIZES else size, fmt[3])
         pos = body + size + (size & 1)
     return None
 
@@ -79,11 +89,28 @@ def wav_samples(data: bytes) -> tuple[np.ndarray, int]:
                 f"truncated WAV: header declares {header.data_size} data bytes, got {len(payload)}"
             )
         payload = payload[: header.data_size]
-    samples = from_pcm16(payload)
+    samples = _decode_frames(payload, header)
     if header.channels > 1:
         samples = samples[: len(samples) - len(samples) % header.channels]
         samples = samples.reshape(-1, header.channels).mean(axis=1)
     return samples, header.sample_rate
+
+
+def _decode_frames(payload: bytes, h: WavHeader) -> np.ndarray:
+    w = h.sample_width
+    payload = payload[: len(payload) - len(payload) % w]
+    if h.is_float:
+        return np.frombuffer(payload, dtype="<f4" if w == 4 else "<f8").astype(np.float32)
+    if w == 1:  # 8-bit WAV is unsigned, centred on 128
+        return (np.frombuffer(payload, dtype=np.uint8).astype(np.float32) - 128.0) / 127.0
+    if w == 2:
+        return from_pcm16(payload)
+    if w == 3:  # 24-bit: widen each little-endian triple to int32 by putting it in the top bytes
+        b = np.frombuffer(payload, dtype=np.uint8).reshape(-1, 3)
+        wide = np.zeros((len(b), 4), dtype=np.uint8)
+        wide[:, 1:] = b
+        return (wide.view("<i4").ravel() / 2147483648.0).astype(np.float32)
+    return (np.frombuffer(payload, dtype="<i4") / 2147483648.0).astype(np.float32)
 
 
 def mp3_seconds(data: bytes) -> float:
