@@ -69,3 +69,17 @@ def free_port_url():
     port = s.getsockname()[1]
     s.close()
     return f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def own_server():
+    """own_server(**cfg): a server only this test uses (e.g. to kill it); stopped afterwards."""
+    mine: list[Server] = []
+
+    def start(**cfg: object) -> Server:
+        mine.append(Server(**cfg))
+        return mine[-1]
+
+    yield start
+    for srv in mine:
+        srv.stop()

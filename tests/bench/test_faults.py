@@ -104,3 +104,20 @@ def test_progress_hears_of_every_request_including_failures(server_factory, tmp_
     )
     assert seen[0] == ("concurrent@1", 6, None)
     assert sorted(str(e) for _, _, e in seen[1:]) == sorted(["None", "http_5xx", "bad_audio"] * 2)
+
+
+def test_server_dying_mid_run_is_counted_and_the_run_still_reports(own_server):
+    import threading
+
+    srv = own_server(slots=0, service_time=0.02)
+    killer = threading.Timer(0.6, srv.proc.kill)
+    killer.start()
+    try:
+        run = run_bench(BenchConfig(urls=[srv.url], concurrency=[2], duration=1.5, gpu=False, timeout=5))
+    finally:
+        killer.cancel()
+    p = run.points[0]
+    assert p.successes > 5  # before the kill
+    failed = sum(p.errors.values())
+    assert failed > 5 and set(p.errors) <= {"connect", "disconnected", "truncated"}
+    assert p.requests == p.successes + failed
