@@ -50,13 +50,20 @@ def write_charts(run: BenchRun, out: Path) -> list[Path]:
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(x, [p.throughput_rps for p in pts], "o-", label="requests/s (successes / window)")
-    ax.plot(x, [p.audio_seconds_per_s for p in pts], "s-", label="audio seconds / s")
     if any(p.goodput_rps is not None for p in pts):
-        ax.plot(x, [p.goodput_rps or 0 for p in pts], "^--", label="goodput req/s")
+        ax.plot(x, [p.goodput_rps or 0 for p in pts], "^--", color="tab:green", label="goodput req/s")
+    ax.set_ylabel("requests / s")
+    ax.set_ylim(bottom=0)  # from zero on both axes, so a 2% wobble does not look like a collapse
+    # Audio seconds per second lives on its own axis: it is larger by the mean clip length.
+    ax2 = ax.twinx()
+    ax2.plot(x, [p.audio_seconds_per_s for p in pts], "s:", color="tab:purple", label="audio seconds / s")
+    ax2.set_ylabel("audio seconds / s")
+    ax2.set_ylim(bottom=0)
     ax.set_xlabel(xlabel)
     ax.set_title("Throughput vs load")
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(loc="upper left")
+    ax2.legend(loc="lower right")
     written.append(_save(fig, out / "throughput.png", plt))
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
