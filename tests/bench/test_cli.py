@@ -137,6 +137,11 @@ def test_json_and_output_dir(server_factory, tmp_path):
     assert len(rows) == 25 and rows[0].startswith("point,i,warmup")
     for png in ("latency.png", "throughput.png", "ttfa_cdf.png"):
         assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    from ttsperf.bench.results import BenchRun
+
+    back = BenchRun.read(out / "run.json")
+    assert len(back.records) == 24 and back.points[1].label == "concurrent@2"
+    assert back.points[0].latency_s == BenchRun.model_validate(saved).points[0].latency_s
 
 
 @pytest.mark.parametrize("flag", ["--requests", "--warmup"])

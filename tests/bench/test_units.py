@@ -300,3 +300,14 @@ def test_workloads_default_builtin_and_files(tmp_path):
 def test_expected_seconds_grows_with_text():
     assert expected_seconds("你好，世界。") == pytest.approx(1.0)
     assert expected_seconds("one two three four five") == pytest.approx(2.0)
+
+
+def test_reading_a_run_json_of_another_schema_is_a_user_error(tmp_path):
+    from ttsperf.bench.results import BenchRun
+
+    f = tmp_path / "run.json"
+    f.write_text('{"schema": "ttsperf.benchrun/0"}', encoding="utf-8")
+    with pytest.raises(UserError, match="expected 'ttsperf.benchrun/1'"):
+        BenchRun.read(f)
+    with pytest.raises(UserError, match="not a readable run.json"):
+        BenchRun.read(tmp_path / "missing.json")

@@ -7,6 +7,7 @@ samples use the same clock, so a GPU sample and a request can be lined up exactl
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +177,21 @@ class BenchRun(BaseModel):
 
     def to_json(self) -> str:
         return self.model_dump_json(by_alias=True, indent=2)
+
+    @classmethod
+    def read(cls, path: str | Path) -> BenchRun:
+        """Load a run.json (for `report`, `plan` or a CI check); refuses another schema version."""
+        from ttsperf.errors import UserError
+
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserError(f"{path}: not a readable run.json ({exc})") from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise UserError(f"{path}: schema {found!r}, expected {SCHEMA!r}")
+        return cls.model_validate(data)
 
 
 CSV_FIELDS = [
