@@ -38,8 +38,7 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-# (filled in as commands land)
-from ttsperf.cli import bench  # noqa: E402
+from ttsperf.cli import assets, bench, demo, info, plan, synth  # noqa: E402
 
-for _module in (bench,):
+for _module in (info, synth, assets, demo, bench, plan):
     _module.register(app)

@@ -1,0 +1,101 @@
+"""`ttsperf synth`: one text -> one WAV, with audio seconds, steps, wall seconds and RTF."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ttsperf.cli.common import print_json, user_errors
+
+
+def load_pipeline(assets: Path | None, synthetic: bool, config: str, device: str, dtype: str, seed: int):
+    """The model the flags ask for: an asset dir, or synthetic weights of the config's shapes."""
+    from ttsperf.errors import UserError
+    from ttsperf.model.config import get_config
+    from ttsperf.model.pipeline import Pipeline
+
+    cfg = get_config(config)
+    if (assets is None) == (not synthetic):
+        raise UserError("give exactly one of --assets DIR or --synthetic")
+    if synthetic:
+        return Pipeline.synthetic_model(cfg, seed=seed, device=device, dtype=dtype)
+    return Pipeline.from_assets(cfg, assets, device=device, dtype=dtype)
+
+
+@user_errors
+def synth(
+    text: str = typer.Argument(..., help="The text to speak."),
+    out: Path = typer.Option(Path("out.wav"), "-o", "--out", help="Where to write the WAV."),
+    assets: Path | None = typer.Option(None, "--assets", help="Official ChatTTS asset directory."),
+    synthetic: bool = typer.Option(False, "--synthetic", help="Random weights of the real shapes."),
+    config: str = typer.Option("chattts", "--config", help="chattts or tiny."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N."),
+    dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the synthetic weights and of sampling."),
+    temperature: float = typer.Option(0.3, "--temperature"),
+    top_p: float = typer.Option(0.7, "--top-p"),
+    top_k: int = typer.Option(20, "--top-k", help="1 = greedy."),
+    max_new_tokens: int = typer.Option(2048, "--max-new-tokens", help="2048 steps = 43.7 s of audio."),
+    fixed_length: bool = typer.Option(
+        False,
+        "--fixed-length",
+        help="Length from the speech-rate model, not EOS (always on for --synthetic).",
+    ),
+    decoder: str = typer.Option("decoder", "--mel", help="decoder (hidden states, default) or dvae (codes)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Synthesize TEXT into a WAV and report audio seconds, steps, wall seconds and RTF.
+
+    Example: ttsperf synth '你好，这是一段用于压测的文本。' -o out.wav --synthetic --config chattts
+    """
+    import torch
+    from rich.progress import Progress
+
+    from ttsperf.audio import write_wav
+    from ttsperf.errors import UserError
+    from ttsperf.model.sampling import SamplingParams
+
+    if not text.strip():
+        raise UserError("TEXT is empty: expected something to say")
+    if decoder not in ("decoder", "dvae"):
+        raise UserError(f"--mel {decoder!r}: expected decoder or dvae")
+    pipe = load_pipeline(assets, synthetic, config, device, dtype, seed)
+    params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
+    with Progress(transient=True, disable=as_json) as progress:
+        task = progress.add_task("decoding", total=None)
+        result = pipe.synthesize(
+            text,
+            params,
+            max_new_tokens=max_new_tokens,
+            fixed_length=fixed_length,
+            use_decoder=decoder == "decoder",
+            on_step=lambda done, total: progress.update(task, completed=done, total=total),
+        )
+    path = write_wav(out, result.wav, result.sample_rate)
+    report = {
+        "wav": str(path),
+        "audio_seconds": round(result.audio_seconds, 4),
+        "steps": result.steps,
+        "wall_seconds": round(result.wall_seconds, 4),
+        "rtf": round(result.rtf, 4),
+        "length_source": result.length_source,
+        "config": config,
+        "weights": "synthetic" if synthetic else str(assets),
+        "device": device,
+        "dtype": dtype,
+        "threads": torch.get_num_threads(),
+        **{k: round(v, 4) for k, v in result.timings.items()},
+    }
+    if as_json:
+        print_json(report)
+        return
+    typer.echo(
+        f"wrote {path}: {report['audio_seconds']:.2f} s of audio in {report['wall_seconds']:.2f} s "
+        f"(RTF {report['rtf']:.2f}, {result.steps} steps, length from {result.length_source}, "
+        f"{dtype} on {device}, {report['threads']} threads)"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("synth")(synth)

@@ -1,0 +1,1 @@
+"""Continuous-batching inference for ChatTTS: one worker thread owns the model and the device."""

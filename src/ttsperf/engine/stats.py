@@ -1,0 +1,57 @@
+"""Counters and histograms the server exports as Prometheus metrics (no dependency here)."""
+
+from __future__ import annotations
+
+import threading
+from bisect import bisect_left
+from collections import Counter
+from dataclasses import dataclass, field
+
+STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
+
+
+@dataclass
+class Histogram:
+    buckets: tuple[float, ...]
+    counts: list[int] = field(default_factory=list)
+    total: float = 0.0
+    n: int = 0
+
+    def __post_init__(self) -> None:
+        self.counts = [0] * (len(self.buckets) + 1)
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.buckets, value)] += 1
+        self.total += value
+        self.n += 1
+
+    def cumulative(self) -> list[tuple[str, int]]:
+        """(le, count) pairs as Prometheus expects, ending with +Inf."""
+        out, running = [], 0
+        for bound, c in zip((*self.buckets, float("inf")), self.counts, strict=True):
+            running += c
+            out.append(("+Inf" if bound == float("inf") else repr(bound), running))
+        return out
+
+
+@dataclass
+class EngineStats:
+    decode_steps: int = 0
+    audio_seconds: float = 0.0
+    rejected: int = 0
+    ooms: int = 0
+    requests: Counter = field(default_factory=Counter)
+    step_seconds: Histogram = field(default_factory=lambda: Histogram(STEP_BUCKETS))
+    prefill_seconds: Histogram = field(default_factory=lambda: Histogram(STEP_BUCKETS))
+    batch_size: Histogram = field(default_factory=lambda: Histogram(BATCH_BUCKETS))
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def observe_step(self, batch: int, seconds: float) -> None:
+        with self._lock:
+            self.batch_size.observe(batch)
+            self.step_seconds.observe(seconds)
+
+    def count(self, status: str) -> None:
+        with self._lock:
+            self.requests[status] += 1

@@ -1,0 +1,125 @@
+"""What goes into the engine and what comes out: the contract the server (and profile) build on."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from ttsperf.model.sampling import SamplingParams
+
+LengthSource = Literal["eos", "speech-rate"]
+ErrorKind = Literal["timeout", "cancelled", "oom", "shutdown", "too_long", "internal"]
+_ids = itertools.count(1)
+
+
+class QueueFull(Exception):
+    """The bounded queue is full: the server answers 503 with Retry-After."""
+
+    def __init__(self, depth: int, retry_after: float):
+        super().__init__(f"queue full ({depth} waiting)")
+        self.depth, self.retry_after = depth, retry_after
+
+
+class NotAccepting(Exception):
+    """The engine is draining or stopped: the server answers 503."""
+
+
+class TextTooLong(Exception):
+    """The prompt exceeds the engine's prompt limit: the server answers 413 with the limit."""
+
+    def __init__(self, tokens: int, limit: int):
+        super().__init__(f"text is {tokens} tokens after prompt decoration; the limit is {limit}")
+        self.tokens, self.limit = tokens, limit
+
+
+@dataclass(frozen=True)
+class SynthRequest:
+    text: str
+    sampling: SamplingParams = field(default_factory=SamplingParams)
+    max_new_tokens: int | None = None  # None: the engine's limit
+    fixed_length: bool = False  # length from the speech-rate model even with real weights
+    stream: bool = False
+    prompt: str = "[speed_5]"
+    timeout: float | None = None  # seconds from submission; None: the engine's default
+
+
+@dataclass(frozen=True)
+class AudioChunk:
+    """float32 mono samples at `sample_rate`; `index` counts chunks from 0."""
+
+    samples: np.ndarray
+    sample_rate: int
+    index: int
+
+
+@dataclass(frozen=True)
+class SynthResult:
+    steps: int
+    audio_seconds: float
+    queue_seconds: float  # submission -> prefill start
+    inference_seconds: float  # prefill start -> last audio
+    length_source: LengthSource
+    chunks: int
+
+
+@dataclass(frozen=True)
+class SynthError:
+    kind: ErrorKind
+    message: str
+
+
+Event = AudioChunk | SynthResult | SynthError
+
+
+class RequestHandle:
+    """The consumer's side of one request. Events arrive in order: AudioChunk*, then exactly one
+    SynthResult or SynthError. Works from asyncio (give `loop`) or from plain threads."""
+
+    def __init__(self, request: SynthRequest, loop: asyncio.AbstractEventLoop | None):
+        self.id = next(_ids)
+        self.request = request
+        self.submitted = time.monotonic()
+        self._loop = loop
+        self._aq: asyncio.Queue[Event] | None = asyncio.Queue() if loop is not None else None
+        self._q: queue.Queue[Event] = queue.Queue()
+        self.cancelled = threading.Event()
+
+    # -- producer (engine thread)
+    def put(self, event: Event) -> None:
+        if self._aq is not None and self._loop is not None:
+            try:
+                self._loop.call_soon_threadsafe(self._aq.put_nowait, event)
+            except RuntimeError:  # the loop is closed: nobody is listening any more
+                pass
+        else:
+            self._q.put(event)
+
+    # -- consumer
+    def cancel(self) -> None:
+        """Free the slot at the next step boundary (a client that went away)."""
+        self.cancelled.set()
+
+    async def next_event(self) -> Event:
+        assert self._aq is not None, "submit(..., loop=...) for asyncio use"
+        return await self._aq.get()
+
+    def next_event_blocking(self, timeout: float | None = None) -> Event:
+        return self._q.get(timeout=timeout)
+
+    def collect(self, timeout: float | None = None) -> tuple[np.ndarray, SynthResult | SynthError]:
+        """Block until done: (all samples concatenated, final event)."""
+        parts: list[np.ndarray] = []
+        while True:
+            event = self.next_event_blocking(timeout)
+            if isinstance(event, AudioChunk):
+                parts.append(event.samples)
+            else:
+                samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+                return samples, event

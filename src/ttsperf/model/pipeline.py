@@ -1,0 +1,253 @@
+"""Text -> 24 kHz waveform: prompt, prefill, autoregressive decode of 4 codebooks, mel, vocoder.
+
+This is the one-batch pipeline (`ttsperf synth`, conformance, profiling building blocks); serving
+with continuous batching lives in `ttsperf.engine` and reuses the pieces here.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+
+from ttsperf.errors import UserError
+from ttsperf.model.config import ModelConfig
+from ttsperf.model.gpt import llama_forward
+from ttsperf.model.length import SpeechRate
+from ttsperf.model.sampling import SamplingParams, sample_row
+from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
+from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+LengthSource = Literal["eos", "speech-rate"]
+
+
+def resolve_device(name: str) -> str:
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise UserError(f"--device {name!r}: expected cpu, cuda or cuda:N") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UserError(f"--device {name!r}: no CUDA device is available here (use --device cpu)")
+    return str(device)
+
+
+def resolve_dtype(name: str) -> torch.dtype:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise UserError(f"--dtype {name!r}: expected one of {', '.join(DTYPES)}") from None
+
+
+@dataclass
+class Generation:
+    """One sequence's decode: its codes (T, num_vq), the hidden states that produced them (T, H)."""
+
+    codes: torch.Tensor
+    hidden: torch.Tensor
+    length_source: LengthSource
+
+    @property
+    def steps(self) -> int:
+        return int(self.codes.shape[0])
+
+
+@dataclass
+class SynthResult:
+    wav: np.ndarray
+    sample_rate: int
+    steps: int
+    wall_seconds: float
+    length_source: LengthSource
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def audio_seconds(self) -> float:
+        return len(self.wav) / self.sample_rate
+
+    @property
+    def rtf(self) -> float:
+        """Wall seconds per audio second: < 1 is faster than real time."""
+        return self.wall_seconds / self.audio_seconds if self.audio_seconds else float("inf")
+
+
+class Pipeline:
+    def __init__(
+        self,
+        model: ChatTTSModel,
+        tokenizer: Tokenizer,
+        *,
+        synthetic: bool,
+        device: str = "cpu",
+        dtype: str = "fp32",
+        speech_rate: SpeechRate | None = None,
+    ):
+        self.cfg: ModelConfig = model.cfg
+        self.synthetic = synthetic
+        self.device = torch.device(resolve_device(device))
+        self.dtype_name = dtype
+        model.embed.fold_weight_norm()
+        self.model = model.to(device=self.device, dtype=resolve_dtype(dtype)).eval()
+        self.tokenizer = tokenizer
+        self.speech_rate = speech_rate or SpeechRate()
+
+    @classmethod
+    def synthetic_model(cls, cfg: ModelConfig, *, seed: int = 0, **kw) -> Pipeline:
+        tok = Tokenizer(build_synthetic_tokenizer(cfg.gpt.num_text_tokens))
+        return cls(build_model(cfg, seed=seed), tok, synthetic=True, **kw)
+
+    @classmethod
+    def from_assets(cls, cfg: ModelConfig, directory: str | Path, **kw) -> Pipeline:
+        model = load_assets(cfg, directory)
+        tok = Tokenizer(load_tokenizer(Path(directory) / "tokenizer"))
+        if tok.len != cfg.gpt.num_text_tokens:
+            raise UserError(
+                f"{Path(directory) / 'tokenizer'}: {tok.len} entries, expected {cfg.gpt.num_text_tokens}"
+                f" for --config {cfg.name}"
+            )
+        return cls(model, tok, synthetic=False, **kw)
+
+    # ------------------------------------------------------------ GPT
+
+    def prompt(self, texts: list[str], prompt: str = "[speed_5]") -> tuple[torch.Tensor, ...]:
+        decorated = [self.tokenizer.decorate_code_prompt(t, prompt) for t in texts]
+        ids, attn, text_mask = self.tokenizer.encode(decorated, self.cfg.gpt.num_vq)
+        return ids.to(self.device), attn.to(self.device).long(), text_mask.to(self.device)
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        texts: list[str],
+        params: SamplingParams | None = None,
+        *,
+        max_new_tokens: int = 2048,
+        fixed_steps: list[int] | None = None,
+        fixed_length: bool = False,
+        prompt: str = "[speed_5]",
+        on_step: Callable[[int, int], None] | None = None,
+    ) -> list[Generation]:
+        """Decode a static batch. Lengths come from EOS, or from the speech-rate model when the
+        weights are synthetic (random weights never emit EOS) or `fixed_length` is asked for;
+        `fixed_steps` gives the lengths directly (tests, conformance)."""
+        params = params or SamplingParams()
+        if not texts:
+            raise UserError("no text given: expected at least one non-empty text")
+        forced = fixed_steps
+        if forced is None and (self.synthetic or fixed_length):
+            forced = [min(self.speech_rate.steps(t), max_new_tokens) for t in texts]
+        limits = forced or [max_new_tokens] * len(texts)
+        source: LengthSource = "speech-rate" if forced is not None else "eos"
+        gpt, embed, eos = self.model.gpt, self.model.embed, self.cfg.gpt.eos_token
+        ids, attn, text_mask = self.prompt(texts, prompt)
+        b = ids.shape[0]
+        gens = [
+            torch.Generator().manual_seed(params.seed + i) if params.seed is not None else None
+            for i in range(b)
+        ]
+        inputs = embed.embed_prompt(ids, text_mask)
+        positions = (attn.cumsum(-1) - 1).masked_fill(attn == 0, 1)
+        cache_position = torch.arange(ids.shape[1], device=self.device)
+        cache = None
+        codes_out: list[list[torch.Tensor]] = [[] for _ in range(b)]
+        hidden_out: list[list[torch.Tensor]] = [[] for _ in range(b)]
+        done = [False] * b
+        history = torch.zeros(b, self.cfg.gpt.num_vq, 0, dtype=torch.long, device=self.device)
+        for step in range(max(limits)):
+            states, cache = llama_forward(
+                gpt,
+                inputs,
+                attention_mask=attn,
+                position_ids=positions,
+                cache=cache,
+                cache_position=cache_position,
+            )
+            hidden = states[:, -1]
+            logits = embed.code_logits(hidden)
+            nxt = torch.stack(
+                [
+                    sample_row(
+                        logits[r].cpu(),
+                        history[r].cpu(),
+                        params,
+                        allow_eos=forced is None or step >= limits[r],
+                        eos_token=eos,
+                        generator=gens[r],
+                    )
+                    for r in range(b)
+                ]
+            ).to(self.device)
+            for r in range(b):
+                if done[r]:
+                    continue
+                if forced is None and bool((nxt[r] == eos).any()):
+                    done[r] = True
+                    continue
+                codes_out[r].append(nxt[r])
+                hidden_out[r].append(hidden[r].float())
+                done[r] = len(codes_out[r]) >= limits[r]
+            if on_step is not None:
+                on_step(step + 1, max(limits))
+            if all(done):
+                break
+            history = torch.cat([history, nxt.unsqueeze(-1)], dim=-1)
+            inputs = embed.embed_codes(nxt).unsqueeze(1).to(inputs.dtype)
+            attn = torch.cat([attn, attn.new_ones(b, 1)], dim=1)
+            positions = positions[:, -1:] + 1
+            cache_position = cache_position[-1:] + 1
+        return [
+            Generation(
+                codes=torch.stack(c) if c else torch.zeros(0, self.cfg.gpt.num_vq, dtype=torch.long),
+                hidden=torch.stack(h) if h else torch.zeros(0, self.cfg.gpt.hidden_size),
+                length_source=source,
+            )
+            for c, h in zip(codes_out, hidden_out, strict=True)
+        ]
+
+    # ------------------------------------------------------------ audio
+
+    @torch.inference_mode()
+    def mel(self, gen: Generation, use_decoder: bool = True) -> torch.Tensor:
+        """(1, 100, 2T) mel of one sequence: Decoder on hidden states (default) or DVAE on codes."""
+        dtype = next(self.model.decoder.parameters()).dtype
+        if use_decoder:
+            return self.model.decoder(gen.hidden.T.unsqueeze(0).to(self.device, dtype))
+        return self.model.dvae(gen.codes.T.unsqueeze(0).to(self.device))
+
+    @torch.inference_mode()
+    def vocode(self, mel: torch.Tensor) -> np.ndarray:
+        dtype = next(self.model.vocos.parameters()).dtype
+        return self.model.vocos(mel.to(dtype)).float().squeeze(0).cpu().numpy()
+
+    def synthesize(
+        self,
+        text: str,
+        params: SamplingParams | None = None,
+        *,
+        max_new_tokens: int = 2048,
+        fixed_length: bool = False,
+        use_decoder: bool = True,
+        on_step: Callable[[int, int], None] | None = None,
+    ) -> SynthResult:
+        t0 = time.perf_counter()
+        gen = self.generate(
+            [text], params, max_new_tokens=max_new_tokens, fixed_length=fixed_length, on_step=on_step
+        )[0]
+        t1 = time.perf_counter()
+        if gen.steps == 0:
+            wav = np.zeros(0, dtype=np.float32)
+        else:
+            wav = self.vocode(self.mel(gen, use_decoder))
+        t2 = time.perf_counter()
+        return SynthResult(
+            wav=wav,
+            sample_rate=self.cfg.sample_rate,
+            steps=gen.steps,
+            wall_seconds=t2 - t0,
+            length_source=gen.length_source,
+            timings={"gpt_seconds": t1 - t0, "decoder_vocoder_seconds": t2 - t1},
+        )
