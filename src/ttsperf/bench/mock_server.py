@@ -3,7 +3,9 @@
 It is a real HTTP server (aiohttp) that answers the invoke, OpenAI and Forge APIs with real WAV or
 PCM whose duration follows the text, after a service time you choose, with K slots (K=1 serves one
 request at a time, as the official ChatTTS examples do). Theory then says what `bench` must find:
-closed loop at concurrency C gives min(C, K) / S requests/s.
+closed loop at concurrency C gives min(C, K) / S requests/s. Slots keep time on the server's clock
+(a request starts when its slot is free by that clock), so a busy machine's late wake-ups do not
+slow the server below K / S, as they would not slow a GPU.
 
     python -m ttsperf.bench.mock_server --port 8080 --slots 1 --service-time 0.2
     ttsperf bench http://127.0.0.1:8080 --concurrency 1,4
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import heapq
 import io
 import re
 import struct
@@ -92,6 +95,10 @@ class MockTTS:
     def __init__(self, cfg: Config) -> None:
         self.cfg = cfg
         self.sem = asyncio.Semaphore(cfg.slots) if cfg.slots > 0 else None
+        # When each slot becomes free, in the server's time. A request starts when its slot is free
+        # by this clock, not when the event loop got round to waking it: like a GPU, whose work is
+        # not delayed by a late Python wake-up, the server keeps K/S however busy the machine is.
+        self.free_at = [0.0] * max(cfg.slots, 0)
         self.in_flight = self.max_in_flight = self.served = 0
         # first arrival and last completion (server clock): the server's own view of its throughput
         self.first_arrival: float | None = None
@@ -129,6 +136,7 @@ class MockTTS:
     async def reset(self, request: web.Request) -> web.Response:
         self.max_in_flight = self.served = 0
         self.first_arrival = self.last_done = None
+        self.free_at = [0.0] * max(self.cfg.slots, 0)
         return web.json_response({"ok": True})
 
     async def metrics(self, request: web.Request) -> web.Response:
@@ -180,17 +188,23 @@ class MockTTS:
             if self.first_arrival is None:
                 self.first_arrival = t_arrive
             if self.sem is None:
-                return await self._serve(request, text, fmt, stream, t_arrive)
+                return await self._serve(request, text, fmt, stream, t_arrive, {"start": t_arrive})
             async with self.sem:
-                return await self._serve(request, text, fmt, stream, t_arrive)
+                slot = {"start": max(t_arrive, heapq.heappop(self.free_at))}
+                try:
+                    return await self._serve(request, text, fmt, stream, t_arrive, slot)
+                finally:
+                    heapq.heappush(self.free_at, slot.get("done", slot["start"]))
         finally:
             self.in_flight -= 1
             self.served += 1
             self.last_done = time.perf_counter()
 
-    async def _serve(self, request: web.Request, text: str, fmt: str, stream: bool, t_arrive: float):
+    async def _serve(
+        self, request: web.Request, text: str, fmt: str, stream: bool, t_arrive: float, slot: dict[str, float]
+    ) -> web.StreamResponse:
         cfg = self.cfg
-        t_start = time.perf_counter()
+        t_start = slot["start"]
         faults = {m.group(1): m.group(2) for m in _FAULT.finditer(text)}
         clean = _FAULT.sub("", text)
         seconds = max(cfg.min_audio_s, expected_seconds(clean))
@@ -206,6 +220,7 @@ class MockTTS:
         if "400" in faults:
             return web.json_response({"error": "bad request (fault marker)"}, status=400)
         done_at = t_start + service
+        slot["done"] = done_at  # when speak() hands the slot back, it is free from this moment
         if "500" in faults:
             await sleep_until(done_at)
             return web.json_response({"error": "internal error (fault marker)"}, status=500)
