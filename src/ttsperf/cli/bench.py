@@ -10,18 +10,19 @@ from ttsperf.cli.common import print_json, user_errors
 from ttsperf.errors import UserError
 
 EXAMPLES = """Load-test any TTS HTTP server: latency, time to first audio, real-time factor, throughput,
-checked audio, GPU telemetry and an SLO verdict (exit 0 pass, 1 fail, 2 bad input).
+checked audio, GPU telemetry and an SLO verdict (exit 0 pass, 1 fail, 2 bad input, 130 Ctrl-C).
 
+\b
 Examples:
-
   ttsperf bench http://127.0.0.1:8080 --concurrency 1,4,16 --requests 200 --slo e2e_p90=5s
-
-  ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --format pcm --rate 2,4 --arrival poisson
-  --duration 60 --slo ttfa_p99=300ms,rtf_p95=1,error_rate=1% -o runs/bench1
-
+  ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --format pcm --rate 2,4 --duration 60
+  ttsperf bench http://127.0.0.1:8080 --slo ttfa_p99=300ms,rtf_p95=1,error_rate=1% -o runs/bench1
   ttsperf bench http://127.0.0.1:8080 --find-max --slo e2e_p90=2s --requests 100
+  ttsperf bench --config bench.toml          # settings: defaults < file < TTSPERF_BENCH_* < flags
 
-Try it without a GPU: python -m ttsperf.bench.mock_server --port 8080 --slots 1 --service-time 0.2"""
+\b
+Try it without a GPU:
+  python -m ttsperf.bench.mock_server --port 8080 --slots 1 --service-time 0.2"""
 
 
 def _ints(flag: str, s: str | None) -> list[int]:
