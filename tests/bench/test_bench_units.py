@@ -141,6 +141,8 @@ def test_slo_verdict_margin_and_goodput_check():
     assert not p50.passed and p50.value == pytest.approx(0.145) and p50.margin == pytest.approx(0.12 - 0.145)
     assert not mean.passed and mean.margin == pytest.approx(0.1 - 0.145)
     assert "e2e_mean = 145.0 ms, bound <= 100.0 ms (over by 45.0 ms, 45%)" in v.failures
+    assert p50.ci95 is not None and p50.ci95[0] <= 0.145 <= p50.ci95[1]
+    assert "95% CI" in slo.describe(p50)
     # goodput: requests whose own e2e is within both bounds (<= 100 ms): only the 0.10 s ones
     assert p.goodput_rps == pytest.approx(4 / p.window_s)
 

@@ -208,7 +208,9 @@ def describe(c: Constraint) -> str:
         return f"{c.name}: {c.note}"
     word = "over" if c.op == "<=" else "under"
     rel = f", {abs(c.margin) / abs(c.bound):.0%}" if c.bound else ""
+    ci = f"; 95% CI {fmt_value(c.name, c.ci95[0])}..{fmt_value(c.name, c.ci95[1])}" if c.ci95 else ""
+    note = f"; {c.note}" if c.note else ""
     return (
         f"{c.name} = {fmt_value(c.name, c.value)}, bound {c.op} {fmt_value(c.name, c.bound)} "
-        f"({word} by {fmt_value(c.name, abs(c.margin or 0))}{rel})"
+        f"({word} by {fmt_value(c.name, abs(c.margin or 0))}{rel}{ci}{note})"
     )
