@@ -28,6 +28,15 @@ def plain(d: Dist, stat: str) -> str:
     return f"n<{min_n(PERCENTILES[stat])}" if v is None else f"{v:.3f}"
 
 
+def _constraint(c) -> str:
+    from ttsperf.bench.slo import fmt_value
+
+    if c.value is None:
+        return f"{c.name} ?"
+    mark = "ok" if c.passed else "FAIL"
+    return f"{c.name} {fmt_value(c.name, c.value)} {mark}"
+
+
 def render(run: BenchRun, console: Console | None = None) -> None:
     # A pipe or CI log gets a wide table rather than columns cut to 80 characters.
     console = console or Console(width=None if Console().is_terminal else 170)
@@ -74,6 +83,8 @@ def render(run: BenchRun, console: Console | None = None) -> None:
                 extra.append(f"GPU power {v:.0f} W")
             elif k == "gpu_joules_per_audio_s":
                 extra.append(f"{v:.1f} J per audio second")
+        if p.slo is not None:
+            extra.append("SLO " + ", ".join(_constraint(c) for c in p.slo.constraints))
         for cls, why in p.error_examples.items():
             extra.append(f"{cls}: {why[:100]}")
         if extra:
