@@ -19,7 +19,7 @@ def test_no_gpu_is_said_once_and_the_run_goes_on(server_factory):
     assert len([n for n in run.telemetry_notes if "GPU" in n]) == 1
 
 
-def test_server_process_and_prometheus_are_sampled_inside_the_window(server_factory):
+def test_server_process_and_prometheus_are_sampled_inside_the_window(server_factory, tmp_path):
     srv = server_factory(slots=0, service_time=0.05)
     cfg = BenchConfig(urls=[srv.url], concurrency=[4], requests=40, gpu=False, server_pid=srv.proc.pid)
     cfg.metrics_url, cfg.telemetry_interval = srv.url + "/metrics", 0.05
@@ -33,6 +33,9 @@ def test_server_process_and_prometheus_are_sampled_inside_the_window(server_fact
     inside = [s["prom:mock_in_flight"] for s in samples if t0 + 0.1 <= s["t"] <= t0 + p.window_s - 0.1]
     assert inside and max(inside) == 4
     assert p.telemetry["proc_rss_max"] > 1e6 and "proc_cpu_pct_mean" in p.telemetry
+    from ttsperf.bench.charts import write_charts
+
+    assert "server.png" in [w.name for w in write_charts(run, tmp_path)]
 
 
 def test_unreachable_metrics_url_is_noted_once(server_factory, free_port_url):

@@ -1,7 +1,8 @@
 """PNG charts of a BenchRun (matplotlib, Agg: no display needed).
 
 latency.png: P50/P99 vs load with the SLO line; throughput.png: req/s and audio s/s vs load;
-gpu.png: GPU utilisation and memory over time (only when sampled); ttfa_cdf.png: TTFA per point.
+gpu.png: GPU utilisation and memory over time (only when sampled); ttfa_cdf.png: TTFA per point;
+server.png: the --server-pid process's CPU and memory over time.
 """
 
 from __future__ import annotations
@@ -93,6 +94,22 @@ def write_charts(run: BenchRun, out: Path) -> list[Path]:
         ax.legend(loc="upper left")
         ax2.legend(loc="upper right")
         written.append(_save(fig, out / "gpu.png", plt))
+    proc = [s for s in run.telemetry if "proc_cpu_pct" in s]
+    if proc:  # --server-pid: the server process over the same clock (what a CPU-only machine has)
+        fig, ax = plt.subplots(figsize=(7, 4.5))
+        t = [s["t"] for s in proc]
+        ax.plot(t, [s["proc_cpu_pct"] for s in proc], label="server CPU % (100 = one core)")
+        ax2 = ax.twinx()
+        ax2.plot(
+            t, [s.get("proc_rss_bytes", 0) / 1e9 for s in proc], color="tab:orange", label="server RSS GB"
+        )
+        ax.set_xlabel("run time (s)")
+        ax.set_ylabel("CPU %")
+        ax2.set_ylabel("resident memory GB")
+        ax.set_title("Server process over the run")
+        ax.legend(loc="upper left")
+        ax2.legend(loc="upper right")
+        written.append(_save(fig, out / "server.png", plt))
     return written
 
 
