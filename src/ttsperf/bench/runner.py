@@ -66,7 +66,8 @@ class Runner:
     async def __aenter__(self) -> Runner:
         # limit=0: the client pool must never be the hidden bottleneck that caps concurrency.
         conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        self._session = aiohttp.ClientSession(connector=conn, timeout=self.timeout, auto_decompress=False)
+        # Bodies are decompressed (a server behind a gzip middleware still answers with audio).
+        self._session = aiohttp.ClientSession(connector=conn, timeout=self.timeout)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
