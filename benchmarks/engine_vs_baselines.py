@@ -57,6 +57,19 @@ def serial_server(synthesize) -> tuple[queue.Queue, threading.Thread]:
     return inbox, thread
 
 
+def serve_one_at_a_time(synthesize, c: int, n: int, stream: bool) -> list[dict]:
+    """Warm up, then C closed-loop clients against a one-at-a-time server."""
+    synthesize(False, {})
+    inbox, _ = serial_server(synthesize)
+
+    def submit(stream, record):
+        done = threading.Event()
+        inbox.put((stream, record, done))
+        done.wait()
+
+    return closed_loop(submit, c, n, stream)
+
+
 def closed_loop(submit, concurrency: int, requests: int, stream: bool) -> list[dict]:
     """C client threads; each sends its next request when its last is answered."""
     records: list[dict] = []
@@ -95,15 +108,7 @@ def run_pipeline(assets, c, n, stream):
         record["first"] = time.perf_counter()
         record["audio"] = len(wav) / 24000
 
-    synthesize(False, {})  # warm-up
-    inbox, _ = serial_server(synthesize)
-
-    def submit(stream, record):
-        done = threading.Event()
-        inbox.put((stream, record, done))
-        done.wait()
-
-    return closed_loop(submit, c, n, stream)
+    return serve_one_at_a_time(synthesize, c, n, stream)
 
 
 def run_official(assets, c, n, stream):
@@ -147,15 +152,7 @@ def run_official(assets, c, n, stream):
             total = wav.shape[-1]
         record["audio"] = total / 24000
 
-    synthesize(False, {})  # warm-up
-    inbox, _ = serial_server(synthesize)
-
-    def submit(stream, record):
-        done = threading.Event()
-        inbox.put((stream, record, done))
-        done.wait()
-
-    return closed_loop(submit, c, n, stream)
+    return serve_one_at_a_time(synthesize, c, n, stream)
 
 
 def run_engine(assets, c, n, stream):

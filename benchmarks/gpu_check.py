@@ -28,10 +28,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from ttsperf.engine.engine import Engine, EngineConfig  # noqa: E402
-from ttsperf.engine.forward import SlotForward  # noqa: E402
-from ttsperf.engine.kv import KVSlots  # noqa: E402
 from ttsperf.engine.types import SynthRequest  # noqa: E402
 from ttsperf.model.config import get_config  # noqa: E402
+from ttsperf.model.forward import SlotForward  # noqa: E402
+from ttsperf.model.kv import KVSlots  # noqa: E402
 from ttsperf.model.pipeline import DTYPES, Pipeline  # noqa: E402
 
 

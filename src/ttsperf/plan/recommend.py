@@ -265,10 +265,11 @@ def _input_bases(card: Card) -> dict[str, Basis]:
 
 
 def _per_gpu(target: Load, capacity: float) -> tuple[Load, int]:
+    # at least one GPU, also when a card's capacity is unbounded (a degenerate, near-zero step time)
     if target.kind == "streams":
-        gpus = math.ceil(target.value / capacity)
+        gpus = max(1, math.ceil(target.value / capacity))
         return Load("streams", math.ceil(target.value / gpus)), gpus
-    gpus = math.ceil(target.value / capacity - 1e-9)
+    gpus = max(1, math.ceil(target.value / capacity - 1e-9))
     return Load(target.kind, target.value / gpus), gpus
 
 

@@ -321,7 +321,8 @@ def simulate(engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0) 
     # or not) inside the measured span, over that span.
     audio_s = steps / F.STEPS_PER_AUDIO_SECOND
     if streams:
-        throughput = streams / float(e2e.mean())
+        mean = float(e2e.mean())
+        throughput = streams / mean if mean > 0 else math.inf
     else:
         t0, t1 = min(arrival_t[i] for i in ids), max(done_t[i] for i in ids)
         completed = sum(1 for t in done_t.values() if t0 < t <= t1)

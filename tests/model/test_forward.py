@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from ttsperf.engine.forward import SlotForward
-from ttsperf.engine.kv import KVSlots
+from ttsperf.model.forward import SlotForward
 from ttsperf.model.gpt import llama_forward
+from ttsperf.model.kv import KVSlots
 
 
 def _slots(pipe, batch=4, length=128):
