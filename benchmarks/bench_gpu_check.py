@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import MockServer, machine  # noqa: E402
+from _bench_common import MockServer, machine  # noqa: E402
 
 from ttsperf.bench.api import BenchConfig, run_bench  # noqa: E402
 from ttsperf.bench.charts import write_charts  # noqa: E402
