@@ -38,7 +38,7 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-from ttsperf.cli import assets, demo, info, plan, profile, synth  # noqa: E402
+from ttsperf.cli import assets, bench, demo, info, plan, profile, synth  # noqa: E402
 
-for _module in (info, synth, assets, profile, plan, demo):
+for _module in (info, synth, assets, profile, bench, plan, demo):
     _module.register(app)

@@ -1,0 +1,40 @@
+"""Shared by the benchmark scripts: a loopback mock server in a subprocess, and the machine line."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+
+
+class MockServer:
+    def __init__(self, *args: str) -> None:
+        cmd = [sys.executable, "-m", "ttsperf.bench.mock_server", "--port", "0", *args]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening on "):
+            self.proc.kill()
+            raise SystemExit(f"mock server did not start: {line!r}")
+        self.url = line.split()[-1]
+        self.args = args
+
+    def __enter__(self) -> MockServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def machine() -> str:
+    model = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()}"

@@ -1,0 +1,221 @@
+"""`run_bench(BenchConfig)` -> BenchRun: the library function behind `ttsperf bench`.
+
+Order of work: validate everything (bad input fails before a single request goes out), start
+telemetry, run each load point (or the find-max search), summarise each point on its own window.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+
+from ttsperf import __version__
+from ttsperf.bench.adapters import AdapterOptions, check_url, make_adapter
+from ttsperf.bench.arrivals import parse_arrival
+from ttsperf.bench.metrics import summarize, window
+from ttsperf.bench.results import BenchRun, PointResult, RequestRecord, Strategy, Verdict
+from ttsperf.bench.runner import Runner
+from ttsperf.bench.search import search_steps
+from ttsperf.bench.slo import evaluate, meets_request_bounds, parse_slo
+from ttsperf.bench.telemetry import Telemetry, aggregate
+from ttsperf.bench.texts import load_workload
+from ttsperf.errors import UserError
+
+DEFAULT_REQUESTS = 100
+
+
+@dataclass
+class BenchConfig:
+    urls: list[str] = field(default_factory=list)
+    adapter: str = "invoke"
+    concurrency: list[int] = field(default_factory=list)
+    rate: list[float] = field(default_factory=list)
+    arrival: str = "poisson"
+    max_concurrency: int | None = None
+    requests: int | None = None
+    duration: float | None = None
+    warmup: int = 0
+    texts: str | None = None
+    text_set: str | None = None
+    slo: str | None = None
+    find_max: bool = False
+    timeout: float = 60.0
+    seed: int = 0
+    response_format: str = "wav"
+    stream: bool = False
+    voice: str = "default"
+    model: str = "chattts"
+    pcm_rate: int = 24_000
+    template_body: str | None = None
+    template_kind: str = "wav"
+    check_audio: bool = True
+    headers: list[str] = field(default_factory=list)  # "Name: value", e.g. an Authorization bearer token
+    server_pid: int | None = None
+    metrics_url: str | None = None
+    gpu: bool = True
+    telemetry_interval: float = 0.5
+
+    def validate(self) -> None:
+        if not self.urls:
+            raise UserError("URL: give at least one server URL, e.g. http://127.0.0.1:8080")
+        for u in self.urls:
+            check_url(u)
+        if self.concurrency and self.rate:
+            raise UserError("--concurrency and --rate: choose one (closed loop or open loop)")
+        if any(c < 1 for c in self.concurrency):
+            raise UserError(f"--concurrency {self.concurrency}: every value must be >= 1")
+        if any(not r > 0 for r in self.rate):
+            raise UserError(f"--rate {self.rate}: every value must be > 0 requests/s")
+        parse_arrival(self.arrival)
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise UserError(f"--max-concurrency {self.max_concurrency}: must be >= 1")
+        if self.requests is not None and self.duration is not None:
+            raise UserError("--requests and --duration: choose one")
+        if self.requests is not None and self.requests < 1:
+            raise UserError(f"--requests {self.requests}: must be >= 1")
+        if self.duration is not None and not self.duration > 0:
+            raise UserError(f"--duration {self.duration}: must be > 0 seconds")
+        if self.warmup < 0:
+            raise UserError(f"--warmup {self.warmup}: must be >= 0")
+        if not self.timeout > 0:
+            raise UserError(f"--timeout {self.timeout}: must be > 0 seconds")
+        if self.find_max and not self.slo:
+            raise UserError("--find-max needs --slo: the most load that meets which objective?")
+        if self.metrics_url:
+            check_url(self.metrics_url)
+        self.header_dict()
+
+    def header_dict(self) -> dict[str, str]:
+        out = {}
+        for h in self.headers:
+            name, sep, value = h.partition(":")
+            if not sep or not name.strip() or any(c in name for c in " \t\r\n") or "\n" in value:
+                raise UserError(f"--header {h!r}: expected 'Name: value', e.g. 'Authorization: Bearer TOKEN'")
+            out[name.strip()] = value.strip()
+        return out
+
+    def strategies(self) -> list[Strategy]:
+        if self.rate:
+            return [Strategy(kind="rate", rate=r, arrival=self.arrival, max_concurrency=self.max_concurrency)
+                    for r in self.rate]  # fmt: skip
+        return [Strategy(kind="concurrent", concurrency=c) for c in (self.concurrency or [1])]
+
+
+ProgressHook = Callable[[str, int, RequestRecord | None], None]  # (label, total, record or None at start)
+
+
+def run_bench(cfg: BenchConfig, progress: ProgressHook | None = None) -> BenchRun:
+    cfg.validate()
+    adapter = make_adapter(cfg.adapter, AdapterOptions(
+        response_format=cfg.response_format, stream=cfg.stream, voice=cfg.voice, model=cfg.model,
+        pcm_rate=cfg.pcm_rate, template_body=cfg.template_body, template_kind=cfg.template_kind))  # fmt: skip
+    workload = load_workload(cfg.texts, cfg.text_set)
+    bounds = parse_slo(cfg.slo)
+    if cfg.requests is None and cfg.duration is None:
+        cfg.requests = DEFAULT_REQUESTS
+    epoch = time.perf_counter()
+    tele = Telemetry(epoch, cfg.telemetry_interval, cfg.server_pid, cfg.metrics_url, gpu=cfg.gpu)
+    run = BenchRun(
+        tool_version=__version__,
+        created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        targets=list(cfg.urls), adapter=cfg.adapter, config=_public(asdict(cfg)),
+        workload=workload.describe(),
+    )  # fmt: skip
+    label = [""]
+    runner = Runner(
+        adapter, cfg.urls, workload, cfg.timeout, cfg.check_audio, epoch=epoch, headers=cfg.header_dict(),
+        on_done=(lambda r: progress(label[0], 0, r)) if progress else None,
+    )  # fmt: skip
+
+    def finish_point(strategy: Strategy, recs: list[RequestRecord]) -> PointResult:
+        recs = [r for r in recs if r.done]  # a run cut short by Ctrl-C drops requests not fully judged
+        measured = [r for r in recs if not r.warmup]
+        t0 = min((r.t_send for r in measured if r.t_send is not None), default=0.0)
+        t1 = t0 + window(measured)
+        audio = sum(r.audio_s or 0.0 for r in measured if r.ok)
+        point = summarize(
+            strategy, recs, meets_request_bounds(bounds), aggregate(tele.samples, t0, t1, audio)
+        )
+        if bounds:
+            point.slo = evaluate(bounds, point, recs)
+        run.points.append(point)
+        return point
+
+    async def one_point(i: int, s: Strategy) -> PointResult:
+        label[0] = s.label
+        total = (cfg.requests + cfg.warmup) if cfg.requests is not None else 0
+        if progress:
+            progress(s.label, total, None)
+        recs = await runner.run_point(i, s, cfg.requests, cfg.duration, cfg.warmup, cfg.seed + i)
+        return finish_point(s, recs)
+
+    async def main() -> None:
+        async with runner:
+            if cfg.find_max:
+                await search(cfg, one_point, run)
+            else:
+                for i, s in enumerate(cfg.strategies()):
+                    await one_point(i, s)
+
+    tele.start()
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        run.interrupted = True
+        done = {p.label for p in run.points}
+        strategies = cfg.strategies()
+        for i, s in enumerate(strategies):
+            recs = [r for r in runner.records if r.point == i]
+            if recs and s.label not in done and not cfg.find_max:
+                finish_point(s, recs)
+    finally:
+        tele.stop()
+    run.records = [r for r in runner.records if r.done]
+    run.telemetry, run.telemetry_notes = tele.samples, tele.notes
+    if bounds:
+        run.slo = overall_verdict(run)
+    return run
+
+
+async def search(cfg: BenchConfig, one_point, run: BenchRun) -> None:
+    """Drive the doubling/bisection search, one real load point per probe."""
+    closed = not cfg.rate
+    values = cfg.concurrency if closed else cfg.rate
+    start = float(min(values)) if values else 1.0
+    limit = float(max(values)) if len(values) > 1 else (1024.0 if closed else 10_000.0)
+    steps = search_steps(start, closed, limit)
+    try:
+        x = next(steps)
+        while True:
+            if closed:
+                s = Strategy(kind="concurrent", concurrency=int(x))
+            else:
+                s = Strategy(kind="rate", rate=x, arrival=cfg.arrival, max_concurrency=cfg.max_concurrency)
+            point = await one_point(len(run.points), s)
+            x = steps.send(bool(point.slo and point.slo.passed))
+    except StopIteration as stop:
+        result = stop.value
+    run.find_max = {
+        "dimension": "concurrency" if closed else "rate",
+        "max_passing": result.best,
+        "first_failing": result.first_fail,
+        "probes": [{"load": x, "passed": ok} for x, ok in result.probes],
+    }
+
+
+def _public(config: dict) -> dict:
+    """The config as written into results: header values (tokens) are not kept, only their names."""
+    config["headers"] = [h.partition(":")[0] + ": <redacted>" for h in config.get("headers", [])]
+    return config
+
+
+def overall_verdict(run: BenchRun) -> Verdict:
+    if run.find_max is not None:
+        best = run.find_max["max_passing"]
+        fails = [] if best is not None else ["no probed load met the SLO"]
+        return Verdict(passed=best is not None, failures=fails)
+    failures = [f"{p.label}: {f}" for p in run.points if p.slo for f in p.slo.failures]
+    return Verdict(passed=not failures and bool(run.points), failures=failures)

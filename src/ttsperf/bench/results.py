@@ -1,0 +1,221 @@
+"""The BenchRun contract (versioned JSON) and the per-request CSV.
+
+Times in records are seconds on one monotonic clock whose zero is the start of the run; telemetry
+samples use the same clock, so a GPU sample and a request can be lined up exactly.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+SCHEMA = "ttsperf.benchrun/1"
+
+ERROR_CLASSES = (
+    "connect",
+    "timeout",
+    "http_4xx",
+    "http_5xx",
+    "truncated",
+    "disconnected",
+    "bad_audio",
+    "other",
+)
+
+# Written into every result, so a reader never has to guess what a number means.
+FORMULAS = {
+    "window_s": "T = max(t_end) - min(t_send) over measured (post warm-up) requests",
+    "latency_s": "t_end - t_send (successes only)",
+    "latency_from_intended_s": "t_end - t_sched (coordinated-omission corrected)",
+    "queue_s": "t_send - t_sched: client-side wait and send lag (intended vs actual send)",
+    "ttfa_s": "t_first_audio - t_send, first chunk holding audio samples",
+    "gap_s": "t_chunk[k] - t_chunk[k-1], pooled over requests",
+    "rtf": "(t_end - t_send) / audio_seconds, per request",
+    "throughput_rps": "successes / T",
+    "audio_seconds_per_s": "sum(audio_seconds) / T (RTFx)",
+    "system_rtf": "T / sum(audio_seconds)",
+    "decode_steps_per_s": "sum(X-Decode-Steps) / T, when the server reports it",
+    "goodput_rps": "#(successes meeting every per-request SLO bound) / T",
+    "underrun_s": "player starts at first audio, plays in real time: max_k(t_k - t_1 - audio before k)",
+    "naive_throughput_rps": "n / sum(latencies): the guide's formula, WRONG under concurrency, for contrast",
+    "percentiles": "exact order statistics, numpy linear interpolation; null when n < 10/(1-p)",
+    "gpu": "util and power: mean of samples inside the window; memory: max inside the window",
+}
+
+
+class Dist(BaseModel):
+    n: int = 0
+    mean: float | None = None
+    min: float | None = None
+    max: float | None = None
+    p50: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+    unresolved: list[str] = Field(default_factory=list, description="percentiles n cannot resolve")
+
+
+class Constraint(BaseModel):
+    name: str
+    op: str
+    bound: float
+    value: float | None = None
+    margin: float | None = None  # bound - value for <=, value - bound for >=; negative = failing
+    passed: bool = False
+    ci95: list[float] | None = None
+    note: str = ""
+
+
+class Verdict(BaseModel):
+    passed: bool
+    constraints: list[Constraint] = Field(default_factory=list)
+    failures: list[str] = Field(default_factory=list)
+
+
+class Strategy(BaseModel):
+    kind: str  # "concurrent" (closed loop) or "rate" (open loop)
+    concurrency: int | None = None
+    rate: float | None = None
+    arrival: str | None = None
+    max_concurrency: int | None = None
+
+    @property
+    def label(self) -> str:
+        if self.kind == "concurrent":
+            return f"concurrent@{self.concurrency}"
+        cap = f",max{self.max_concurrency}" if self.max_concurrency else ""
+        return f"{self.arrival}@{self.rate:g}/s{cap}"
+
+    @property
+    def load(self) -> float:
+        return float(self.concurrency if self.kind == "concurrent" else self.rate)
+
+
+class RequestRecord(BaseModel):
+    i: int
+    point: int
+    warmup: bool
+    url: str
+    chars: int
+    expected_audio_s: float
+    t_sched: float
+    t_send: float | None = None
+    t_first_audio: float | None = None
+    t_end: float | None = None
+    status: int | None = None
+    error: str | None = None
+    detail: str = ""
+    bytes: int = 0
+    audio_s: float | None = None
+    chunks: int = 0
+    chunk_t: list[float] = Field(default_factory=list, description="arrival of each audio chunk (run clock)")
+    chunk_audio_s: list[float] = Field(default_factory=list, description="audio seconds received by then")
+    server_audio_s: float | None = None
+    decode_steps: float | None = None
+    server_queue_s: float | None = None
+    server_inference_s: float | None = None
+    # False until the response is fully judged (audio checked); a run cut short by Ctrl-C drops such.
+    done: bool = Field(False, exclude=True)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.t_end is not None
+
+
+class PointResult(BaseModel):
+    strategy: Strategy
+    label: str
+    requests: int
+    warmup: int
+    successes: int
+    window_s: float
+    throughput_rps: float
+    audio_seconds_per_s: float
+    system_rtf: float | None
+    decode_steps_per_s: float | None
+    goodput_rps: float | None
+    naive_throughput_rps: float | None
+    latency_s: Dist
+    latency_from_intended_s: Dist
+    queue_s: Dist
+    ttfa_s: Dist
+    gap_s: Dist
+    rtf: Dist
+    underrun: dict[str, Any]
+    errors: dict[str, int]
+    error_rate: float
+    error_examples: dict[str, str] = Field(default_factory=dict)
+    max_in_flight: int
+    achieved_send_rate: float | None = None
+    telemetry: dict[str, float] = Field(default_factory=dict)
+    slo: Verdict | None = None
+
+
+class BenchRun(BaseModel):
+    schema_: str = Field(SCHEMA, alias="schema")
+    tool_version: str
+    created_utc: str
+    interrupted: bool = False
+    targets: list[str]
+    adapter: str
+    config: dict[str, Any]
+    config_sources: dict[str, str] = Field(default_factory=dict, description="default | file | env | flag")
+    workload: dict[str, Any]
+    formulas: dict[str, str] = Field(default_factory=lambda: dict(FORMULAS))
+    points: list[PointResult] = Field(default_factory=list)
+    slo: Verdict | None = None
+    find_max: dict[str, Any] | None = None
+    telemetry_notes: list[str] = Field(default_factory=list)
+    telemetry: list[dict[str, float]] = Field(default_factory=list)
+    records: list[RequestRecord] = Field(default_factory=list)
+
+    model_config = {"populate_by_name": True}
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2)
+
+    @classmethod
+    def read(cls, path: str | Path) -> BenchRun:
+        """Load a run.json (for `report`, `plan` or a CI check); refuses another schema version."""
+        from ttsperf.errors import UserError
+
+        path = Path(path)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise UserError(f"{path}: not a readable run.json ({exc})") from None
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            found = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise UserError(f"{path}: schema {found!r}, expected {SCHEMA!r}")
+        return cls.model_validate(data)
+
+
+CSV_FIELDS = [
+    "point", "i", "warmup", "url", "chars", "expected_audio_s", "t_sched", "t_send", "t_first_audio",
+    "t_end", "e2e_s", "ttfa_s", "rtf", "status", "error", "detail", "bytes", "audio_s", "chunks",
+    "server_audio_s", "decode_steps", "server_queue_s", "server_inference_s",
+]  # fmt: skip
+
+
+def write_csv(path: Path, records: list[RequestRecord]) -> None:
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=CSV_FIELDS, extrasaction="ignore")
+        w.writeheader()
+        for r in records:
+            row = r.model_dump(exclude={"chunk_t", "chunk_audio_s"})
+            if r.ok and r.t_send is not None:
+                row["e2e_s"] = r.t_end - r.t_send
+                row["ttfa_s"] = None if r.t_first_audio is None else r.t_first_audio - r.t_send
+                row["rtf"] = (r.t_end - r.t_send) / r.audio_s if r.audio_s else None
+            w.writerow(row)
+
+
+def write_outputs(run: BenchRun, out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "run.json").write_text(run.to_json(), encoding="utf-8")
+    write_csv(out / "requests.csv", run.records)
+    return [out / "run.json", out / "requests.csv"]

@@ -1,0 +1,167 @@
+"""GPU, process and server-metrics samples on the same clock as the requests.
+
+A background thread samples every `interval` seconds: NVML for local GPUs (utilisation, memory,
+power, energy counter), psutil for the server process (`--server-pid`), and a Prometheus text
+endpoint (`--metrics-url`: the DCGM exporter, or a server's own /metrics). Each sample carries `t`
+in seconds on the run clock. A missing source is said once, in `notes`, and the run goes on.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+
+_PROM = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+([0-9.eE+-]+|NaN|[+-]Inf)\b")
+# DCGM exporter names mapped onto ours, so `gpu_util_mean` works against a remote GPU too.
+DCGM = {"DCGM_FI_DEV_GPU_UTIL": "gpu_util", "DCGM_FI_DEV_FB_USED": "gpu_mem_mib",
+        "DCGM_FI_DEV_POWER_USAGE": "gpu_power_w"}  # fmt: skip
+MAX_PROM_SERIES = 200
+
+
+def parse_prometheus(text: str) -> dict[str, float]:
+    """Prometheus text format -> {name{labels}: value}; series of one name are summed as `name`."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        m = _PROM.match(line)
+        if not m:
+            continue
+        try:
+            v = float(m.group(3))
+        except ValueError:
+            continue
+        name = m.group(1)
+        out[name] = out.get(name, 0.0) + v
+    return out
+
+
+class Telemetry:
+    def __init__(
+        self,
+        epoch: float,
+        interval: float = 0.5,
+        server_pid: int | None = None,
+        metrics_url: str | None = None,
+        gpu: bool = True,
+    ) -> None:
+        self.epoch, self.interval = epoch, interval
+        self.samples: list[dict[str, float]] = []
+        self.notes: list[str] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._nvml: list = []
+        self._proc = None
+        self._metrics_url = metrics_url
+        self._prom_failed = False
+        if gpu:
+            self._init_nvml()
+        if server_pid is not None:
+            self._init_proc(server_pid)
+
+    def _init_nvml(self) -> None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            self._nvml = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+            if not self._nvml:
+                self.notes.append("NVML: no GPU on this machine; GPU telemetry skipped")
+        except Exception as exc:  # no driver, no library, no device: all mean "no local GPU"
+            self.notes.append(
+                f"no local GPU (NVML unavailable: {exc.__class__.__name__}); GPU telemetry skipped"
+            )
+
+    def _init_proc(self, pid: int) -> None:
+        import psutil
+
+        try:
+            self._proc = psutil.Process(pid)
+            self._proc.cpu_percent(None)  # first call primes the counter
+        except psutil.Error as exc:
+            self.notes.append(f"--server-pid {pid}: {exc.__class__.__name__}; process telemetry skipped")
+
+    def sample(self) -> dict[str, float]:
+        s: dict[str, float] = {"t": time.perf_counter() - self.epoch}
+        if self._nvml:
+            import pynvml
+
+            utils, mems, powers, energy = [], [], [], []
+            for h in self._nvml:
+                try:
+                    utils.append(pynvml.nvmlDeviceGetUtilizationRates(h).gpu / 100.0)
+                    mems.append(float(pynvml.nvmlDeviceGetMemoryInfo(h).used))
+                    powers.append(pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0)
+                    energy.append(pynvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0)
+                except pynvml.NVMLError:
+                    continue
+            if utils:
+                s["gpu_util"] = sum(utils) / len(utils)
+                s["gpu_mem_bytes"] = sum(mems)
+                s["gpu_power_w"] = sum(powers)
+            if energy:
+                s["gpu_energy_j"] = sum(energy)
+        if self._proc is not None:
+            try:
+                s["proc_cpu_pct"] = self._proc.cpu_percent(None)
+                s["proc_rss_bytes"] = float(self._proc.memory_info().rss)
+            except Exception:
+                pass
+        if self._metrics_url and not self._prom_failed:
+            try:
+                with urllib.request.urlopen(self._metrics_url, timeout=min(2.0, self.interval * 4)) as r:
+                    prom = parse_prometheus(r.read().decode("utf-8", "replace"))
+                for k, v in list(prom.items())[:MAX_PROM_SERIES]:
+                    s[f"prom:{k}"] = v
+                for k, ours in DCGM.items():
+                    if k in prom and ours not in s:
+                        s[ours] = prom[k] / 100.0 if ours == "gpu_util" else prom[k]
+                if "gpu_mem_mib" in s:
+                    s.setdefault("gpu_mem_bytes", s.pop("gpu_mem_mib") * 1024 * 1024)
+            except Exception as exc:
+                self._prom_failed = True
+                self.notes.append(f"--metrics-url {self._metrics_url}: {exc}; scraping stopped")
+        return s
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.samples.append(self.sample())
+            self._stop.wait(self.interval)
+
+    def start(self) -> None:
+        if self._thread is None and (self._nvml or self._proc is not None or self._metrics_url):
+            self._thread = threading.Thread(target=self._loop, name="bench-telemetry", daemon=True)
+            self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self.samples.append(self.sample())
+
+
+_AGGREGATES = (  # sample key, how, summary name
+    ("gpu_util", "mean", "gpu_util_mean"),
+    ("gpu_power_w", "mean", "gpu_power_mean"),
+    ("gpu_mem_bytes", "max", "gpu_mem_max"),
+    ("proc_cpu_pct", "mean", "proc_cpu_pct_mean"),
+    ("proc_rss_bytes", "max", "proc_rss_max"),
+)
+
+
+def aggregate(samples: Sequence[dict[str, float]], t0: float, t1: float, audio_s: float) -> dict[str, float]:
+    """As reference/metrics.md: util and power are means inside the window, memory the max."""
+    inside = [s for s in samples if t0 <= s["t"] <= t1]
+    out: dict[str, float] = {}
+    for key, how, name in _AGGREGATES:
+        vals = [s[key] for s in inside if key in s]
+        if vals:
+            out[name] = sum(vals) / len(vals) if how == "mean" else max(vals)
+    energy = [s["gpu_energy_j"] for s in inside if "gpu_energy_j" in s]
+    if len(energy) >= 2 and audio_s > 0:
+        out["gpu_energy_j"] = energy[-1] - energy[0]
+        out["gpu_joules_per_audio_s"] = (energy[-1] - energy[0]) / audio_s
+    return out

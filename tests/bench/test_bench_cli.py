@@ -1,0 +1,244 @@
+"""`ttsperf bench` as a user meets it: one clear line and exit 2 for bad input, 0/1 for the SLO."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ttsperf.cli.main import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, ["bench", *args, "--no-progress", "--no-gpu"])
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_unparseable_slo(server_factory):
+    line = one_error_line(invoke("http://127.0.0.1:9", "--slo", "ttfa_p99=fast"))
+    assert "--slo" in line and "ttfa_p99=fast" in line
+
+
+def test_slo_time_without_unit():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--slo", "e2e_p99=5"))
+    assert "time unit" in line
+
+
+def test_unknown_slo_metric():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--slo", "speed_p99=5s"))
+    assert "unknown metric 'speed_p99'" in line
+
+
+def test_unknown_adapter():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--adapter", "grpc"))
+    assert "--adapter 'grpc'" in line and "invoke" in line
+
+
+def test_unreadable_texts_file(tmp_path):
+    missing = tmp_path / "nope.txt"
+    line = one_error_line(invoke("http://127.0.0.1:9", "--texts", str(missing)))
+    assert str(missing) in line and "cannot read" in line
+
+
+def test_jsonl_texts_file_without_text_field(tmp_path):
+    f = tmp_path / "t.jsonl"
+    f.write_text('{"text": "ok"}\n{"txt": "typo"}\n', encoding="utf-8")
+    line = one_error_line(invoke("http://127.0.0.1:9", "--texts", str(f)))
+    assert f"{f}:2" in line and '"text"' in line
+
+
+def test_bad_url():
+    line = one_error_line(invoke("localhost:8080"))
+    assert "'localhost:8080'" in line and "http://" in line
+
+
+def test_rate_must_be_positive():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--rate", "0"))
+    assert "--rate" in line and "> 0" in line
+
+
+def test_rate_not_a_number():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--rate", "fast"))
+    assert "--rate 'fast'" in line
+
+
+def test_concurrency_and_rate_together():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--rate", "2", "--concurrency", "4"))
+    assert "choose one" in line
+
+
+def test_unknown_arrival():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--rate", "2", "--arrival", "bursty"))
+    assert "--arrival 'bursty'" in line
+
+
+def test_find_max_without_slo():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--find-max"))
+    assert "--find-max needs --slo" in line
+
+
+def test_template_without_placeholder():
+    line = one_error_line(
+        invoke("http://127.0.0.1:9", "--adapter", "template", "--template-body", '{"a": 1}')
+    )
+    assert "{text}" in line
+
+
+def test_help_shows_an_example():
+    result = runner.invoke(app, ["bench", "--help"])
+    assert result.exit_code == 0
+    assert "ttsperf bench http://127.0.0.1:8080 --concurrency" in result.output
+
+
+def test_slo_pass_exits_0_and_fail_exits_1_naming_the_constraint(server_factory):
+    srv = server_factory(slots=1, service_time=0.05)
+    ok = invoke(srv.url, "--concurrency", "1", "--requests", "30", "--slo", "e2e_p50=1s,error_rate=1%")
+    assert ok.exit_code == 0, ok.output
+    assert "SLO: PASS" in ok.output
+    # 3 in flight on one slot: p50 is about 3 x 50 ms, over a 100 ms bound.
+    bad = invoke(srv.url, "--concurrency", "3", "--requests", "30", "--slo", "e2e_p50=100ms,error_rate=1%")
+    assert bad.exit_code == 1, bad.output
+    assert "SLO: FAIL" in bad.output and "e2e_p50 =" in bad.output and "over by" in bad.output
+    assert "error_rate" not in bad.output.split("SLO: FAIL")[1]  # only the failing constraint is named
+
+
+def test_unresolved_percentile_never_passes(server_factory):
+    srv = server_factory(slots=0, service_time=0.01)
+    res = invoke(srv.url, "--requests", "20", "--slo", "e2e_p99=10s")
+    assert res.exit_code == 1
+    assert "p99 not resolved: n=20, needs n >= 1000" in res.output
+
+
+def test_json_and_output_dir(server_factory, tmp_path):
+    srv = server_factory(slots=0, service_time=0.01)
+    out = tmp_path / "run"
+    res = invoke(srv.url, "--concurrency", "1,2", "--requests", "12", "--json", "-o", str(out))
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    assert data["schema"] == "ttsperf.benchrun/1"
+    p = data["points"][0]
+    for key in ("throughput_rps", "audio_seconds_per_s", "goodput_rps", "errors"):
+        assert key in p
+    for key in ("p50", "p90", "p99", "mean", "max", "n"):
+        assert key in p["latency_s"] and key in p["ttfa_s"] and key in p["rtf"]
+    assert p["latency_s"]["p99"] is None and "p99" in p["latency_s"]["unresolved"]
+    saved = json.loads((out / "run.json").read_text())
+    assert len(saved["records"]) == 24
+    rows = (out / "requests.csv").read_text().splitlines()
+    assert len(rows) == 25 and rows[0].startswith("point,i,warmup")
+    for png in ("latency.png", "throughput.png", "ttfa_cdf.png"):
+        assert (out / png).read_bytes()[:4] == b"\x89PNG"
+    from ttsperf.bench.results import BenchRun
+
+    back = BenchRun.read(out / "run.json")
+    assert len(back.records) == 24 and back.points[1].label == "concurrent@2"
+    assert back.points[0].latency_s == BenchRun.model_validate(saved).points[0].latency_s
+
+
+@pytest.mark.parametrize("flag", ["--requests", "--warmup"])
+def test_negative_counts(flag):
+    line = one_error_line(invoke("http://127.0.0.1:9", flag, "-1"))
+    assert flag in line
+
+
+def test_ctrl_c_writes_what_was_measured(server_factory, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    srv = server_factory(slots=1, service_time=0.05)
+    out = tmp_path / "run"
+    cmd = [
+        sys.executable,
+        "-c",
+        "from ttsperf.cli.main import app; app()",
+        "bench",
+        srv.url,
+        "--requests",
+        "1000",
+        "--no-progress",
+        "--no-gpu",
+        "-o",
+        str(out),
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while srv.stats()["served"] < 10 and time.monotonic() < deadline:  # mid-run, however slow start-up is
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130, stderr
+    data = json.loads((out / "run.json").read_text())
+    assert data["interrupted"] is True
+    n = len(data["records"])
+    assert 10 <= n < 1000 and data["points"][0]["successes"] == n
+    assert "interrupted" in stdout
+
+
+def test_progress_bar_and_table_render(server_factory):
+    srv = server_factory(slots=0, service_time=0.01)
+    res = runner.invoke(app, ["bench", srv.url, "--requests", "5", "--no-gpu", "--text-set", "en-short"])
+    assert res.exit_code == 0, res.output
+    assert "concurrent@1" in res.output and "5/5" in res.output
+    assert "workload en-short: 5 texts" in res.output
+
+
+def test_charts_include_gpu_when_telemetry_has_it(tmp_path):
+    from ttsperf.bench.charts import write_charts
+    from ttsperf.bench.metrics import summarize
+    from ttsperf.bench.results import BenchRun, RequestRecord, Strategy
+
+    recs = [
+        RequestRecord(
+            i=i,
+            point=0,
+            warmup=False,
+            url="u",
+            chars=5,
+            expected_audio_s=1.0,
+            t_sched=i * 0.1,
+            t_send=i * 0.1,
+            t_first_audio=i * 0.1 + 0.05,
+            t_end=i * 0.1 + 0.2,
+            audio_s=1.0,
+        )
+        for i in range(30)
+    ]
+    run = BenchRun(
+        tool_version="t",
+        created_utc="t",
+        targets=["u"],
+        adapter="invoke",
+        config={},
+        workload={},
+        points=[summarize(Strategy(kind="concurrent", concurrency=2), recs)],
+        records=recs,
+        telemetry=[{"t": t / 10, "gpu_util": 0.5, "gpu_mem_bytes": 2e9} for t in range(40)],
+    )
+    names = sorted(p.name for p in write_charts(run, tmp_path))
+    assert names == ["gpu.png", "latency.png", "throughput.png", "ttfa_cdf.png"]
+
+
+def test_bad_header():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--header", "Authorization Bearer x"))
+    assert "--header" in line and "Name: value" in line
+
+
+def test_header_reaches_the_server_and_is_not_written_into_results(server_factory, tmp_path):
+    srv = server_factory(slots=0, service_time=0.01, token="s3cret")
+    out = tmp_path / "r"
+    denied = invoke(srv.url, "--requests", "2", "--json")
+    assert json.loads(denied.stdout)["points"][0]["errors"] == {"http_4xx": 2}
+    ok = invoke(srv.url, "--requests", "2", "-H", "Authorization: Bearer s3cret", "-o", str(out))
+    assert ok.exit_code == 0 and "2/2" in ok.output
+    assert "s3cret" not in (out / "run.json").read_text()

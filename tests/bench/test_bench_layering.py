@@ -1,0 +1,28 @@
+"""bench talks HTTP only: it must work against anyone's server, so it imports none of ours."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import ttsperf.bench
+
+FORBIDDEN = ("ttsperf.model", "ttsperf.engine", "ttsperf.server")
+
+
+def test_bench_source_never_imports_model_engine_or_server():
+    root = Path(ttsperf.bench.__file__).parent
+    for f in root.glob("*.py"):
+        text = f.read_text(encoding="utf-8")
+        for mod in FORBIDDEN:
+            assert f"import {mod}" not in text and f"from {mod}" not in text, f"{f.name} imports {mod}"
+
+
+def test_importing_bench_and_its_cli_loads_none_of_them():
+    code = (
+        "import sys, ttsperf.bench.api, ttsperf.bench.mock_server, ttsperf.cli.bench;"
+        f"print([m for m in sys.modules if m.startswith({FORBIDDEN!r})])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

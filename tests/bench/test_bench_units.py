@@ -1,0 +1,315 @@
+"""Pure parts of bench: arrivals, percentiles, SLO parsing, audio checks, search, workloads."""
+
+from __future__ import annotations
+
+import io
+import struct
+import zipfile
+
+import numpy as np
+import pytest
+
+from ttsperf.audio import encode_wav
+from ttsperf.bench import arrivals, audio_checks, metrics, slo
+from ttsperf.bench.results import RequestRecord
+from ttsperf.bench.search import find_max
+from ttsperf.bench.texts import TEXT_SETS, expected_seconds, load_workload
+from ttsperf.errors import UserError
+
+# -- arrivals ---------------------------------------------------------------------------------
+
+
+def test_constant_schedule_is_exactly_periodic():
+    off = arrivals.schedule("constant", 4.0, seed=0, n=9)
+    np.testing.assert_allclose(off, np.arange(9) * 0.25)
+
+
+@pytest.mark.parametrize(
+    ("kind", "shape", "cv"), [("poisson", 1.0, 1.0), ("gamma", 4.0, 0.5), ("gamma", 0.25, 2.0)]
+)
+def test_random_schedules_have_the_asked_rate_and_burstiness(kind, shape, cv):
+    gaps = np.diff(arrivals.schedule(kind, 10.0, seed=1, n=200_001, shape=shape))
+    assert gaps.mean() == pytest.approx(0.1, rel=0.02)
+    assert gaps.std() / gaps.mean() == pytest.approx(cv, rel=0.05)
+
+
+def test_duration_schedule_stays_inside_the_duration():
+    off = arrivals.schedule("poisson", 50.0, seed=3, duration=10.0)
+    assert off[0] == 0.0 and off[-1] < 10.0
+    assert len(off) == pytest.approx(500, rel=0.15)
+
+
+@pytest.mark.parametrize("spec", ["uniform", "gamma:0", "gamma:x", "poisson:2"])
+def test_bad_arrival_specs(spec):
+    with pytest.raises(UserError, match="--arrival"):
+        arrivals.parse_arrival(spec)
+
+
+# -- metrics ----------------------------------------------------------------------------------
+
+
+def test_percentile_resolution_rule():
+    assert metrics.min_n(0.99) == 1000 and metrics.min_n(0.9) == 100 and metrics.min_n(0.5) == 20
+    d = metrics.dist(np.arange(150, dtype=float))
+    assert d.p90 == pytest.approx(np.percentile(np.arange(150), 90))
+    assert d.p99 is None and d.p95 is None and d.unresolved == ["p95", "p99"]
+    assert d.n == 150 and d.max == 149
+
+
+def rec(i, send, end, sched=None, audio=1.0, chunks=(), warmup=False, error=None):
+    return RequestRecord(
+        i=i,
+        point=0,
+        warmup=warmup,
+        url="u",
+        chars=1,
+        expected_audio_s=1,
+        t_sched=send if sched is None else sched,
+        t_send=send,
+        t_end=end,
+        audio_s=audio,
+        error=error,
+        chunk_t=[c[0] for c in chunks],
+        chunk_audio_s=[c[1] for c in chunks],
+        t_first_audio=chunks[0][0] if chunks else None,
+    )
+
+
+def test_throughput_uses_the_window_not_the_sum_of_latencies():
+    from ttsperf.bench.results import Strategy
+
+    # 4 requests fully overlapped, each 1 s long, inside a 1 s window: 4 req/s, not 1 req/s.
+    recs = [rec(i, 0.0, 1.0) for i in range(4)] + [rec(9, 0.0, 0.1, warmup=True)]
+    p = metrics.summarize(Strategy(kind="concurrent", concurrency=4), recs)
+    assert p.window_s == 1.0 and p.throughput_rps == 4.0 and p.naive_throughput_rps == 1.0
+    assert p.audio_seconds_per_s == 4.0 and p.system_rtf == 0.25
+    assert p.max_in_flight == 4 and p.requests == 4 and p.warmup == 1
+
+
+def test_errors_count_in_window_and_rate_but_not_latency():
+    from ttsperf.bench.results import Strategy
+
+    recs = [rec(0, 0.0, 1.0), rec(1, 0.5, 3.0, error="bad_audio")]
+    p = metrics.summarize(Strategy(kind="concurrent", concurrency=2), recs)
+    assert p.latency_s.n == 1 and p.errors == {"bad_audio": 1} and p.error_rate == 0.5
+    assert p.window_s == 3.0
+
+
+def test_underrun_of_a_player_starting_at_first_audio():
+    # 1 s of audio at t=1, next 1 s at t=1.5 (in time), last 1 s at t=3.3: needed at 1+2=3 -> 0.3 s late.
+    r = rec(0, 0.0, 3.3, audio=3.0, chunks=[(1.0, 1.0), (1.5, 2.0), (3.3, 3.0)])
+    assert metrics.underrun_s(r) == pytest.approx(0.3)
+    smooth = rec(0, 0.0, 2.0, audio=3.0, chunks=[(1.0, 1.0), (1.9, 2.0), (2.0, 3.0)])
+    assert metrics.underrun_s(smooth) == 0.0
+
+
+def test_bootstrap_interval_brackets_the_true_percentile():
+    x = np.random.default_rng(0).exponential(1.0, 5000)
+    lo, hi = metrics.bootstrap_ci(x, 0.99)
+    assert lo < -np.log(0.01) < hi and hi - lo < 1.5
+
+
+# -- SLO --------------------------------------------------------------------------------------
+
+
+def test_slo_parsing_units_and_directions():
+    b = {
+        x.name: x
+        for x in slo.parse_slo("ttfa_p99=300ms,e2e_p99=5s,rtf_p95=1,error_rate=1%,gpu_util_mean=85%")
+    }
+    assert b["ttfa_p99"].value == pytest.approx(0.3) and b["ttfa_p99"].op == "<="
+    assert b["e2e_p99"].value == 5.0 and b["rtf_p95"].value == 1.0
+    assert b["error_rate"].value == pytest.approx(0.01)
+    assert b["gpu_util_mean"].value == pytest.approx(0.85) and b["gpu_util_mean"].op == ">="
+    assert slo.parse_slo("throughput_rps>=3")[0].op == ">="
+
+
+@pytest.mark.parametrize("spec", ["ttfa_p99", "ttfa_p99=300", "e2e_p99=5 parsecs", "error_rate=5", "foo=1"])
+def test_slo_bad_specs(spec):
+    with pytest.raises(UserError, match="--slo"):
+        slo.parse_slo(spec)
+
+
+def test_slo_verdict_margin_and_goodput_check():
+    from ttsperf.bench.results import Strategy
+
+    recs = [rec(i, 0.0, 0.1 + 0.01 * (i % 10)) for i in range(40)]
+    bounds = slo.parse_slo("e2e_p50=120ms,e2e_mean=100ms")
+    p = metrics.summarize(Strategy(kind="concurrent", concurrency=1), recs, slo.meets_request_bounds(bounds))
+    v = slo.evaluate(bounds, p, recs)
+    p50, mean = v.constraints
+    assert not p50.passed and p50.value == pytest.approx(0.145) and p50.margin == pytest.approx(0.12 - 0.145)
+    assert not mean.passed and mean.margin == pytest.approx(0.1 - 0.145)
+    assert "e2e_mean = 145.0 ms, bound <= 100.0 ms (over by 45.0 ms, 45%)" in v.failures
+    assert p50.ci95 is not None and p50.ci95[0] <= 0.145 <= p50.ci95[1]
+    assert "95% CI" in slo.describe(p50)
+    # goodput: requests whose own e2e is within both bounds (<= 100 ms): only the 0.10 s ones
+    assert p.goodput_rps == pytest.approx(4 / p.window_s)
+
+
+# -- audio checks -----------------------------------------------------------------------------
+
+
+def tone(seconds, level=0.3, rate=24_000):
+    t = np.arange(int(seconds * rate)) / rate
+    return level * np.sin(2 * np.pi * 220 * t)
+
+
+def test_good_wav_passes_and_reports_duration():
+    v = audio_checks.check_body("wav", encode_wav(tone(2.0)), expected_s=2.0, pcm_rate=24_000)
+    assert v.seconds == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize(
+    ("body", "why"),
+    [
+        (encode_wav(np.zeros(48_000)), "silent"),
+        (encode_wav(tone(2.0, level=3.0)), "clipped"),
+        (encode_wav(tone(0.2)), "implausible"),
+        (encode_wav(tone(20.0)), "implausible"),
+        (encode_wav(np.zeros(0)), "empty"),
+        (encode_wav(tone(2.0))[:30_000], "truncated"),
+        (b"<html>oops</html>", "not a WAV"),
+        (b"", "empty body"),
+    ],
+)
+def test_bad_wav_bodies(body, why):
+    with pytest.raises(audio_checks.BadAudio, match=why):
+        audio_checks.check_body("wav", body, expected_s=2.0, pcm_rate=24_000)
+
+
+def test_streamed_wav_with_unknown_length_is_accepted():
+    good = encode_wav(tone(2.0))
+    streamed = good[:4] + b"\xff\xff\xff\xff" + good[8:40] + b"\xff\xff\xff\xff" + good[44:]
+    assert audio_checks.check_body("wav", streamed, 2.0, 24_000).seconds == pytest.approx(2.0)
+
+
+def mp3_frames(n: int) -> bytes:
+    # MPEG-1 Layer III, 128 kbit/s, 44.1 kHz, no padding: 417-byte frames of 1152 samples.
+    header = bytes([0xFF, 0xFB, 0x90, 0x00])
+    return (header + bytes(413)) * n
+
+
+def test_mp3_duration_from_frame_headers():
+    assert audio_checks.mp3_seconds(mp3_frames(100)) == pytest.approx(100 * 1152 / 44100)
+
+
+def real_mp3(samples: np.ndarray, rate: int = 24_000) -> bytes:
+    from ttsperf.audio import to_pcm16
+    from ttsperf.bench.mock_server import mp3_of
+
+    return mp3_of(to_pcm16(samples), rate)
+
+
+def zipped(*parts: bytes) -> bytes:
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        for i, p in enumerate(parts):
+            zf.writestr(f"{i}.mp3", p)
+    return buf.getvalue()
+
+
+def test_mp3_and_zip_of_mp3_are_decoded_and_checked_like_wav():
+    good = real_mp3(tone(2.0))
+    assert audio_checks.check_body("mp3", good, 2.0, 24_000).seconds == pytest.approx(2.0, abs=0.1)
+    assert audio_checks.check_body("zip-mp3", zipped(good, good), 4.0, 24_000).seconds == pytest.approx(
+        4.0, abs=0.2
+    )
+    with pytest.raises(audio_checks.BadAudio, match="silent"):
+        audio_checks.check_body("zip-mp3", zipped(real_mp3(np.zeros(48_000))), 2.0, 24_000)
+    with pytest.raises(audio_checks.BadAudio, match="silent"):
+        audio_checks.check_body("mp3", mp3_frames(100), 2.6, 24_000)  # valid frames, no sound in them
+    with pytest.raises(audio_checks.BadAudio):
+        audio_checks.check_body("mp3", b"ID3 but not really an mp3 at all" * 10, 2.0, 24_000)
+    with pytest.raises(audio_checks.BadAudio, match="zip"):
+        audio_checks.check_body("zip-mp3", b"PK-not-really", 2.6, 24_000)
+
+
+def wav_of(x: np.ndarray, tag: int, width: int, rate: int = 24_000, channels: int = 1) -> bytes:
+    if tag == 3:
+        data = x.astype("<f4" if width == 4 else "<f8").tobytes()
+    elif width == 1:
+        data = np.round(x * 127 + 128).astype(np.uint8).tobytes()
+    elif width == 3:
+        v = np.round(x * (2**23 - 1)).astype("<i4").view(np.uint8).reshape(-1, 4)[:, :3]
+        data = v.tobytes()
+    else:
+        data = np.round(x * (2 ** (8 * width - 1) - 1)).astype(f"<i{width}").tobytes()
+    fmt = struct.pack("<HHIIHH", tag, channels, rate, rate * width * channels, width * channels, 8 * width)
+    return (
+        b"RIFF"
+        + struct.pack("<I", 36 + len(data))
+        + b"WAVEfmt "
+        + struct.pack("<I", 16)
+        + fmt
+        + (b"data" + struct.pack("<I", len(data)) + data)
+    )
+
+
+@pytest.mark.parametrize(("tag", "width"), [(1, 1), (1, 2), (1, 3), (1, 4), (3, 4), (3, 8)])
+def test_wav_of_every_common_sample_format_decodes_to_the_same_signal(tag, width):
+    x = tone(1.0)
+    samples, rate = audio_checks.wav_samples(wav_of(x, tag, width))
+    assert rate == 24_000 and len(samples) == len(x)
+    assert np.max(np.abs(samples - x)) < (0.01 if width == 1 else 1e-4)
+
+
+def test_stereo_wav_is_mixed_to_mono_and_odd_formats_are_rejected():
+    x = tone(1.0)
+    stereo = np.stack([x, x], axis=1).ravel()
+    samples, _ = audio_checks.wav_samples(wav_of(stereo, 1, 2, channels=2))
+    assert len(samples) == len(x)
+    with pytest.raises(audio_checks.BadAudio, match="format tag 85"):  # MP3-in-WAV
+        audio_checks.parse_wav_header(wav_of(x, 85, 2))
+
+
+# -- find-max ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("true_max", [1, 5, 13, 64])
+def test_find_max_concurrency_finds_the_edge(true_max):
+    r = find_max(lambda c: c <= true_max, start=1, integer=True, limit=1024)
+    assert r.best == true_max
+    assert true_max < r.first_fail <= true_max + max(1, int(0.05 * r.first_fail))
+
+
+def test_find_max_rate_within_tolerance_and_when_nothing_passes():
+    r = find_max(lambda x: x <= 7.3, start=1.0, integer=False, limit=1000)
+    assert r.best <= 7.3 and (r.first_fail - r.best) / r.first_fail <= 0.05
+    none = find_max(lambda c: False, start=4, integer=True, limit=64)
+    assert none.best is None and none.first_fail == 1
+
+
+# -- workloads --------------------------------------------------------------------------------
+
+
+def test_workloads_default_builtin_and_files(tmp_path):
+    assert load_workload().items[0].text.startswith("你好，这是一段用于压测的文本")
+    assert all(len(TEXT_SETS[k]) >= 3 for k in ("zh-short", "zh-long", "en-short", "en-long"))
+    j = tmp_path / "t.jsonl"
+    j.write_text('{"text": "Hello there.", "voice": "b"}\n\n{"text": "你好"}\n', encoding="utf-8")
+    w = load_workload(str(j))
+    assert [i.text for i in w.items] == ["Hello there.", "你好"] and w.items[0].extra == {"voice": "b"}
+    assert w.describe()["texts"] == 2
+    with pytest.raises(UserError, match="unknown set"):
+        load_workload(text_set="klingon")
+    empty = tmp_path / "e.txt"
+    empty.write_text("\n\n", encoding="utf-8")
+    with pytest.raises(UserError, match="no texts"):
+        load_workload(str(empty))
+
+
+def test_expected_seconds_grows_with_text():
+    assert expected_seconds("你好，世界。") == pytest.approx(1.0)
+    assert expected_seconds("one two three four five") == pytest.approx(2.0)
+
+
+def test_reading_a_run_json_of_another_schema_is_a_user_error(tmp_path):
+    from ttsperf.bench.results import BenchRun
+
+    f = tmp_path / "run.json"
+    f.write_text('{"schema": "ttsperf.benchrun/0"}', encoding="utf-8")
+    with pytest.raises(UserError, match="expected 'ttsperf.benchrun/1'"):
+        BenchRun.read(f)
+    with pytest.raises(UserError, match="not a readable run.json"):
+        BenchRun.read(tmp_path / "missing.json")
