@@ -19,7 +19,7 @@ from ttsperf.server.app import create_app
 from ttsperf.server.run import DrainingServer, make_server
 
 SHORT = "你好，世界。"  # 4 characters -> 36 steps, about 0.76 s of audio
-LONG = "hello world " * 70  # 140 words -> capped at 2048 steps (43.7 s of audio): seconds of work
+LONG = "今天天气很好我们去公园散步吧" * 17  # 238 characters -> capped at 2048 steps (43.7 s): seconds of work
 
 
 def expected_samples(text: str, max_new_tokens: int = 2048) -> int:
@@ -91,3 +91,25 @@ def scrape(client: httpx.Client) -> dict[str, float]:
             labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
             out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value
     return out
+
+
+class RunningPeak:
+    """The most requests the engine held in its batch at once while the block ran (polled)."""
+
+    def __init__(self, engine: Engine):
+        self.engine, self.peak = engine, 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self.engine.running())
+            time.sleep(0.0005)
+
+    def __enter__(self) -> RunningPeak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()

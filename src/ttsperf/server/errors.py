@@ -51,24 +51,15 @@ class ApiError(Exception):
         self.headers = dict(headers or {})
         self.extra = dict(extra or {})  # machine-readable details, e.g. the token limit of a 413
 
+    def body(self) -> dict:
+        return {"type": self.type, "message": self.message, "field": self.field, **self.extra}
+
     def response(self) -> JSONResponse:
-        return error_response(
-            self.status, self.message, self.field, type=self.type, headers=self.headers, extra=self.extra
-        )
+        return JSONResponse({"error": self.body()}, status_code=self.status, headers=self.headers)
 
 
-def error_response(
-    status: int,
-    message: str,
-    field: str | None = None,
-    *,
-    type: str | None = None,
-    headers: Mapping[str, str] | None = None,
-    extra: Mapping[str, object] | None = None,
-) -> JSONResponse:
-    error = {"type": type or TYPES.get(status, "error"), "message": message, "field": field, **(extra or {})}
-    body = {"error": error}
-    return JSONResponse(body, status_code=status, headers=dict(headers or {}))
+def error_response(status: int, message: str, field: str | None = None, **kw) -> JSONResponse:
+    return ApiError(status, message, field, **kw).response()
 
 
 def describe_value(value: object) -> str:

@@ -10,8 +10,9 @@ would be a wrong result, not a convenience (OpenAI rejects unknown arguments too
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from ttsperf.model.sampling import SamplingParams
 
@@ -59,70 +60,6 @@ class SamplingFields(_Strict):
         )
 
 
-class InvokeRequest(SamplingFields):
-    """`POST /invoke`: the guide's `{"text": ...}`, with optional sampling settings."""
-
-    text: str = Field(..., min_length=1, description="What to say.")
-
-    @field_validator("text")
-    @classmethod
-    def _speakable(cls, value: str) -> str:
-        return _speakable(value)
-
-
-class SpeechRequest(SamplingFields):
-    """`POST /v1/audio/speech`: OpenAI's fields plus ChatTTS's sampling settings and `stream`."""
-
-    model: str = "chattts"
-    input: str = Field(..., min_length=1, description="What to say.")
-    voice: str = "default"
-    response_format: str = "wav"
-    speed: float = 1.0
-    stream_format: str = "audio"
-    stream: bool = Field(True, description="false: one buffered body with X-* statistics headers.")
-
-    @field_validator("input")
-    @classmethod
-    def _speakable(cls, value: str) -> str:
-        return _speakable(value)
-
-    @field_validator("model")
-    @classmethod
-    def _known_model(cls, value: str) -> str:
-        return _one_of(value, MODEL_IDS, "model")
-
-    @field_validator("voice")
-    @classmethod
-    def _known_voice(cls, value: str) -> str:
-        return _one_of(value, VOICES, "voice")
-
-    @field_validator("response_format")
-    @classmethod
-    def _known_format(cls, value: str) -> str:
-        if value in UNSUPPORTED_FORMATS:
-            raise ValueError(f"{value} is not supported by this server; supported: {', '.join(FORMATS)}")
-        return _one_of(value, FORMATS, "response_format")
-
-    @field_validator("stream_format")
-    @classmethod
-    def _known_stream_format(cls, value: str) -> str:
-        return _one_of(value, STREAM_FORMATS, "stream_format")
-
-    @field_validator("speed")
-    @classmethod
-    def _speed_in_range(cls, value: float) -> float:
-        lo, hi = SPEED_RANGE
-        if not (math.isfinite(value) and lo <= value <= hi):
-            raise ValueError(f"expected a speed from {lo} to {hi}, found {value}")
-        return value
-
-    def speed_prompt(self) -> str:
-        """ChatTTS's speed token: [speed_5] is normal speed, 0 slowest, 9 fastest. OpenAI's 0.25..4
-        maps on a log scale so that halving and doubling move equally: 5 + 2.5 log2(speed)."""
-        level = round(5 + 2.5 * math.log2(self.speed))
-        return f"[speed_{min(9, max(0, level))}]"
-
-
 def _speakable(value: str) -> str:
     if not value.strip():
         raise ValueError("expected text to say, found only whitespace")
@@ -133,7 +70,46 @@ def _speakable(value: str) -> str:
     return value
 
 
-def _one_of(value: str, allowed: tuple[str, ...], field: str) -> str:
-    if value not in allowed:
-        raise ValueError(f"expected one of {', '.join(allowed)}, found {value!r}")
+def _one_of(allowed: tuple[str, ...], unsupported: tuple[str, ...] = ()) -> AfterValidator:
+    def check(value: str) -> str:
+        if value in unsupported:
+            raise ValueError(f"{value} is not supported by this server; supported: {', '.join(allowed)}")
+        if value not in allowed:
+            raise ValueError(f"expected one of {', '.join(allowed)}, found {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _speed(value: float) -> float:
+    lo, hi = SPEED_RANGE
+    if not (math.isfinite(value) and lo <= value <= hi):
+        raise ValueError(f"expected a speed from {lo} to {hi}, found {value}")
     return value
+
+
+Text = Annotated[str, Field(min_length=1, description="What to say."), AfterValidator(_speakable)]
+
+
+class InvokeRequest(SamplingFields):
+    """`POST /invoke`: the guide's `{"text": ...}`, with optional sampling settings."""
+
+    text: Text
+
+
+class SpeechRequest(SamplingFields):
+    """`POST /v1/audio/speech`: OpenAI's fields plus ChatTTS's sampling settings and `stream`."""
+
+    model: Annotated[str, _one_of(MODEL_IDS)] = "chattts"
+    input: Text
+    voice: Annotated[str, _one_of(VOICES)] = "default"
+    response_format: Annotated[str, _one_of(FORMATS, UNSUPPORTED_FORMATS)] = "wav"
+    speed: Annotated[float, AfterValidator(_speed)] = 1.0
+    stream_format: Annotated[str, _one_of(STREAM_FORMATS)] = "audio"
+    stream: bool = Field(True, description="false: one buffered body with X-* statistics headers.")
+
+    def speed_prompt(self) -> str:
+        """ChatTTS's speed token: [speed_5] is normal speed, 0 slowest, 9 fastest. OpenAI's 0.25..4
+        maps on a log scale so that halving and doubling move equally: 5 + 2.5 log2(speed)."""
+        level = round(5 + 2.5 * math.log2(self.speed))
+        return f"[speed_{min(9, max(0, level))}]"
