@@ -2,8 +2,8 @@
 first audio is the engine's, not the whole synthesis'), as raw chunks (`stream_format: audio`) or
 as server-sent events (`stream_format: sse`).
 
-Raw WAV streams start with a header whose sizes are 0xFFFFFFFF (length unknown), the convention
-ffmpeg, browsers and Python's `wave` read until the end of the data. The statistics a buffered
+Raw WAV streams start with a header whose sizes are 0xFFFFFFFF (length unknown), the usual
+convention for streamed WAV; Python's `wave` reads such a file to the end of the data (tested). The statistics a buffered
 answer sends as X-* headers do not exist when a stream's headers leave, and HTTP trailers are
 dropped by most clients and proxies, so SSE streams carry them in the final `speech.audio.done`
 event (under `ttsperf`); raw audio streams cannot carry them — ask with `"stream": false` for a
