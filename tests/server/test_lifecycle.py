@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -45,6 +46,19 @@ def test_a_client_leaving_a_buffered_request_frees_its_slot(live):
         assert scrape(c).get('ttsperf_http_requests_total{code="499",endpoint="/invoke"}', 0) >= 1
 
 
+def test_a_client_leaving_mid_body_is_no_server_error(make_live):
+    server = make_live()
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(b'POST /invoke HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"text": ')
+        wait_for(lambda: server.server.state.http.in_flight == 1, what="the request to start")
+    key = 'ttsperf_http_requests_total{code="499",endpoint="/invoke"}'
+    with server.client() as c:
+        wait_for(lambda: scrape(c).get(key) == 1, what="the request to be counted as abandoned")
+        assert not any('code="500"' in name for name in scrape(c))
+    assert server.engine.stats.requests.total() == 0
+
+
 def test_a_full_queue_answers_503_with_retry_after(make_live):
     server = make_live(max_batch=1, max_queue=1)
     body = json.dumps({"text": LONG}).encode()
@@ -81,6 +95,7 @@ def test_a_deadline_passing_mid_stream_cuts_the_stream_short(make_live):
                 assert r.status_code == 200
                 r.read()
         r = c.post("/v1/audio/speech", json={"input": LONG, "stream_format": "sse"})
+        assert scrape(c)['ttsperf_http_requests_total{code="aborted",endpoint="/v1/audio/speech"}'] == 1
     last = json.loads(r.text.strip().split("\n\n")[-1][len("data: ") :])
     assert last == {
         "type": "error",

@@ -15,12 +15,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
 from dataclasses import dataclass, field
 
 import numpy as np
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ttsperf import __version__
@@ -30,9 +32,10 @@ from ttsperf.engine.types import AudioChunk, RequestHandle, SynthError, SynthReq
 from ttsperf.server import errors, metrics
 from ttsperf.server.errors import ApiError
 from ttsperf.server.schemas import MODEL_IDS, InvokeRequest, SpeechRequest
-from ttsperf.server.streaming import audio_body, sse_body
+from ttsperf.server.streaming import StreamAborted, audio_body, sse_body
 from ttsperf.server.synthesis import events, outcome_error, stats_headers, submit
 
+log = logging.getLogger("ttsperf.server")
 DEFAULT_MAX_BODY_BYTES = 64 * 1024  # ~20x the longest prompt the engine admits (512 tokens)
 CLIENT_GONE = 499  # nginx's "client closed request": recorded in metrics, never seen by anyone
 MEDIA = {"wav": "audio/wav", "pcm": "audio/pcm"}
@@ -48,7 +51,8 @@ class ServerState:
 
 class _CountRequests:
     """Pure ASGI middleware (BaseHTTPMiddleware would hide client disconnects from handlers):
-    counts requests in flight and answered, by endpoint and status code."""
+    counts requests in flight and answered, by endpoint and status code ("aborted": a stream cut
+    short after its 200), and ends aborted streams without a traceback in the log."""
 
     def __init__(self, app: ASGIApp, stats: metrics.HttpStats):
         self.app, self.stats = app, stats
@@ -57,7 +61,7 @@ class _CountRequests:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        status = 500
+        status: int | str = 500
 
         async def record(message: Message) -> None:
             nonlocal status
@@ -69,6 +73,11 @@ class _CountRequests:
         self.stats.start()
         try:
             await self.app(scope, receive, record)
+        except StreamAborted as exc:
+            # returning without the final empty chunk makes uvicorn close the connection: the
+            # client sees an incomplete body, the one signal left once the 200 has gone out
+            log.warning("%s %s: stream cut short (%s)", scope["method"], scope["path"], exc)
+            status = "aborted"
         finally:
             self.stats.finish(endpoint, status)
 
@@ -107,13 +116,15 @@ async def read_body(request: Request, model: type[BaseModel], limit: int) -> Bas
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"body: {int(declared)} bytes; expected at most {limit}", extra={"limit": limit})
     raw, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(
-                413, f"body: more than {limit} bytes; expected at most {limit}", extra={"limit": limit}
-            )
-        raw.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                message = f"body: more than {limit} bytes; expected at most {limit}"
+                raise ApiError(413, message, extra={"limit": limit})
+            raw.append(chunk)
+    except ClientDisconnect:  # gone before the body was complete: nobody to answer
+        raise ApiError(CLIENT_GONE, "the client left before sending the whole body") from None
     try:
         data = json.loads(b"".join(raw))
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, absurd nesting

@@ -26,6 +26,7 @@ TYPES = {
     404: "not_found_error",
     405: "method_not_allowed_error",
     413: "request_too_large_error",
+    499: "client_closed_request",
     500: "internal_error",
     503: "unavailable_error",
     504: "timeout_error",

@@ -27,14 +27,14 @@ class HttpStats:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self.answered: Counter[tuple[str, int]] = Counter()
+        self.answered: Counter[tuple[str, int | str]] = Counter()
         self.in_flight = 0
 
     def start(self) -> None:
         with self._lock:
             self.in_flight += 1
 
-    def finish(self, endpoint: str, status: int) -> None:
+    def finish(self, endpoint: str, status: int | str) -> None:
         with self._lock:
             self.in_flight -= 1
             self.answered[(endpoint, status)] += 1
@@ -114,7 +114,7 @@ class EngineCollector(Collector):
             "HTTP requests answered, by endpoint and status code.",
             labels=["endpoint", "code"],
         )
-        for (endpoint, code), n in sorted(dict(self.http.answered).items()):
+        for (endpoint, code), n in sorted(dict(self.http.answered).items(), key=str):
             http.add_metric([endpoint, str(code)], n)
         yield http
         yield GaugeMetricFamily(

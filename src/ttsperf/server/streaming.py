@@ -3,11 +3,12 @@ first audio is the engine's, not the whole synthesis'), as raw chunks (`stream_f
 as server-sent events (`stream_format: sse`).
 
 Raw WAV streams start with a header whose sizes are 0xFFFFFFFF (length unknown), the usual
-convention for streamed WAV; Python's `wave` reads such a file to the end of the data (tested). The statistics a buffered
-answer sends as X-* headers do not exist when a stream's headers leave, and HTTP trailers are
-dropped by most clients and proxies, so SSE streams carry them in the final `speech.audio.done`
-event (under `ttsperf`); raw audio streams cannot carry them — ask with `"stream": false` for a
-buffered body with headers.
+convention for streamed WAV; Python's `wave` reads such a file to the end of the data (tested).
+
+The statistics a buffered answer sends as X-* headers do not exist when a stream's headers leave,
+and HTTP trailers are dropped by most clients and proxies, so SSE streams carry them in the final
+`speech.audio.done` event (under `ttsperf`); raw audio streams cannot carry them: ask with
+`"stream": false` for a buffered body with headers.
 """
 
 from __future__ import annotations
