@@ -113,6 +113,15 @@ def test_out_of_memory_answers_503_and_the_server_carries_on(make_live):
     assert ok.status_code == 200 and len(decode_wav(ok.content)[0]) == expected_samples(SHORT)
 
 
+@pytest.mark.parametrize("stream_format", ["audio", "sse"])
+def test_a_stream_failing_before_any_audio_keeps_its_status_code(make_live, stream_format):
+    """The status line waits for the first audio, so an early failure is a real 503, not a 200."""
+    server = make_live(max_batch=1, inject_oom_at_steps=frozenset({0}))
+    with server.client() as c:
+        r = c.post("/v1/audio/speech", json={"input": SHORT, "stream_format": stream_format})
+    assert r.status_code == 503 and r.json()["error"]["message"].startswith("out of memory")
+
+
 def _serve(*args: str) -> tuple[subprocess.Popen, list[str]]:
     """`ttsperf serve` in a subprocess on a free loopback port; stderr collected line by line."""
     cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", *args]

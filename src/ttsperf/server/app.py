@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import logging
+from contextlib import aclosing
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,7 +34,7 @@ from ttsperf.server import errors, metrics
 from ttsperf.server.errors import ApiError
 from ttsperf.server.schemas import MODEL_IDS, InvokeRequest, SpeechRequest
 from ttsperf.server.streaming import StreamAborted, audio_body, sse_body
-from ttsperf.server.synthesis import events, outcome_error, stats_headers, submit
+from ttsperf.server.synthesis import draining, events, outcome_error, stats_headers, submit
 
 log = logging.getLogger("ttsperf.server")
 DEFAULT_MAX_BODY_BYTES = 64 * 1024  # ~20x the longest prompt the engine admits (512 tokens)
@@ -153,28 +154,25 @@ def create_app(
     auth = [Depends(_auth(api_key))]
 
     def admit() -> None:
-        if state.draining:
-            raise ApiError(
-                503,
-                "the server is draining for shutdown and admits no new requests",
-                headers={"Connection": "close"},
-            )
+        if state.draining:  # set on SIGTERM a moment before the engine itself stops admitting
+            raise draining()
 
     async def buffered(request: Request, handle: RequestHandle, text_field: str, fmt: str) -> Response:
         parts: list[np.ndarray] = []
-        async for event in events(handle, request.receive):
-            if isinstance(event, AudioChunk):
-                parts.append(event.samples)
-            elif isinstance(event, SynthError):
-                err = outcome_error(event, text_field, retry_after)
-                if err is None:
-                    return Response(status_code=CLIENT_GONE)
-                raise err
-            else:
-                samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-                body = encode_wav(samples, sample_rate) if fmt == "wav" else to_pcm16(samples)
-                headers = {**stats_headers(event), "X-Sample-Rate": str(sample_rate)}
-                return Response(body, media_type=MEDIA[fmt], headers=headers)
+        async with aclosing(events(handle, request.receive)) as stream:
+            async for event in stream:
+                if isinstance(event, AudioChunk):
+                    parts.append(event.samples)
+                elif isinstance(event, SynthError):
+                    err = outcome_error(event, text_field, retry_after)
+                    if err is None:
+                        return Response(status_code=CLIENT_GONE)
+                    raise err
+                else:
+                    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+                    body = encode_wav(samples, sample_rate) if fmt == "wav" else to_pcm16(samples)
+                    headers = {**stats_headers(event), "X-Sample-Rate": str(sample_rate)}
+                    return Response(body, media_type=MEDIA[fmt], headers=headers)
         raise AssertionError("the engine ended a request without a final event")
 
     @app.post("/invoke", dependencies=auth)
@@ -202,10 +200,11 @@ def create_app(
             return await buffered(request, handle, "input", body.response_format)
         rest = events(handle, request.receive)
         first = await anext(rest)  # wait for audio before the status line: early failures keep their codes
-        if isinstance(first, SynthError) and (err := outcome_error(first, "input", retry_after)) is not None:
-            raise err
         if isinstance(first, SynthError):
-            return Response(status_code=CLIENT_GONE)
+            await rest.aclose()
+            if (err := outcome_error(first, "input", retry_after)) is None:
+                return Response(status_code=CLIENT_GONE)
+            raise err
         headers = {"X-Sample-Rate": str(sample_rate), "Cache-Control": "no-cache"}
         if body.stream_format == "sse":
             tokens = engine.prompt_tokens(synth)

@@ -16,7 +16,8 @@ from __future__ import annotations
 import base64
 import json
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
 
 from ttsperf.audio import to_pcm16
 from ttsperf.engine.types import AudioChunk, Event, SynthError, SynthResult
@@ -46,49 +47,49 @@ def sse(payload: dict) -> bytes:
 
 
 async def audio_body(
-    first: Event, rest: AsyncIterator[Event], fmt: str, sample_rate: int
+    first: Event, rest: AsyncGenerator[Event, None], fmt: str, sample_rate: int
 ) -> AsyncIterator[bytes]:
     """Raw bytes: [WAV header] then PCM16 of each chunk as it comes."""
-    if fmt == "wav":
-        yield wav_header(sample_rate)
-    event = first
-    while True:
-        if isinstance(event, AudioChunk):
-            yield to_pcm16(event.samples)
-        elif isinstance(event, SynthResult):
-            return
-        elif isinstance(event, SynthError):
-            if event.kind == "cancelled":  # the client is gone: nobody to tell
+    async with aclosing(rest):  # on every exit: the request is cancelled if still running
+        if fmt == "wav":
+            yield wav_header(sample_rate)
+        event = first
+        while True:
+            if isinstance(event, AudioChunk):
+                yield to_pcm16(event.samples)
+            elif isinstance(event, SynthResult):
                 return
-            raise StreamAborted(f"{event.kind}: {event.message}")
-        event = await anext(rest)
+            elif isinstance(event, SynthError):
+                if event.kind == "cancelled":  # the client is gone: nobody to tell
+                    return
+                raise StreamAborted(f"{event.kind}: {event.message}")
+            event = await anext(rest)
 
 
 async def sse_body(
-    first: Event, rest: AsyncIterator[Event], fmt: str, sample_rate: int, input_tokens: int, field: str
+    first: Event, rest: AsyncGenerator[Event, None], fmt: str, sample_rate: int, input_tokens: int, field: str
 ) -> AsyncIterator[bytes]:
     """OpenAI's speech events: `speech.audio.delta` with base64 audio (the bytes a raw stream of
     the same format would carry, so concatenated deltas are a playable file), then
     `speech.audio.done` with usage and our statistics, or `error` in the one JSON error shape."""
-    prefix = wav_header(sample_rate) if fmt == "wav" else b""
-    event = first
-    while True:
-        if isinstance(event, AudioChunk):
-            data, prefix = prefix + to_pcm16(event.samples), b""
-            yield sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
-        elif isinstance(event, SynthResult):
-            if prefix:  # no audio at all: still a valid (empty) file
-                yield sse({"type": "speech.audio.delta", "audio": base64.b64encode(prefix).decode()})
-            usage = {"input_tokens": input_tokens, "output_tokens": event.steps}
-            usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
-            yield sse({"type": "speech.audio.done", "usage": usage, "ttsperf": stats_json(event)})
-            return
-        elif isinstance(event, SynthError):
-            err = outcome_error(event, field, retry_after=1.0)
-            if err is None:
+    async with aclosing(rest):
+        prefix = wav_header(sample_rate) if fmt == "wav" else b""
+        event = first
+        while True:
+            if isinstance(event, AudioChunk):
+                data, prefix = prefix + to_pcm16(event.samples), b""
+                yield sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+            elif isinstance(event, SynthResult):
+                if prefix:  # no audio at all: still a valid (empty) file
+                    yield sse({"type": "speech.audio.delta", "audio": base64.b64encode(prefix).decode()})
+                usage = {"input_tokens": input_tokens, "output_tokens": event.steps}
+                usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+                yield sse({"type": "speech.audio.done", "usage": usage, "ttsperf": stats_json(event)})
                 return
-            yield sse(
-                {"type": "error", "error": {"type": err.type, "message": err.message, "field": err.field}}
-            )
-            return
-        event = await anext(rest)
+            elif isinstance(event, SynthError):
+                err = outcome_error(event, field, retry_after=1.0)
+                if err is None:
+                    return
+                yield sse({"type": "error", "error": err.body()})
+                return
+            event = await anext(rest)

@@ -31,6 +31,12 @@ def _retry_after(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}  # HTTP wants whole seconds
 
 
+def draining() -> ApiError:
+    # Connection: close so that keep-alive clients reconnect, through the balancer, elsewhere.
+    message = "the server is draining for shutdown and admits no new requests"
+    return ApiError(503, message, headers={"Connection": "close"})
+
+
 def submit(engine: Engine, request: SynthRequest, field: str) -> RequestHandle:
     """Queue `request`; `field` is the body field holding the text, named in errors about it."""
     try:
@@ -43,12 +49,7 @@ def submit(engine: Engine, request: SynthRequest, field: str) -> RequestHandle:
             headers=_retry_after(exc.retry_after),
         ) from None
     except NotAccepting:
-        # Connection: close so that keep-alive clients reconnect, through the balancer, elsewhere.
-        raise ApiError(
-            503,
-            "the server is draining for shutdown and admits no new requests",
-            headers={"Connection": "close"},
-        ) from None
+        raise draining() from None
     except TextTooLong as exc:
         raise ApiError(
             413,
