@@ -12,7 +12,8 @@ from ttsperf.audio import decode_wav
 
 from .helpers import RunningPeak, expected_samples, scrape
 
-TEXTS = [f"Request number {i} asks for {'a little more ' * i}speech." for i in range(8)]
+# 19 to 47 words: 290 to 720 steps, long enough that all eight overlap in the batch
+TEXTS = [f"Request number {i} {'asks for more speech ' * (4 + i)}" for i in range(8)]
 
 
 def post_all(url: str, bodies: list[dict]) -> list[httpx.Response]:
@@ -44,7 +45,7 @@ def test_eight_concurrent_requests_are_decoded_in_shared_steps(live):
 
 
 def test_a_greedy_request_sounds_the_same_alone_and_among_seven_others(live):
-    target = {"text": "The same greedy request, alone or in company.", "top_k": 1, "seed": 7}
+    target = {"text": "The same greedy request, alone or in company. " * 3, "top_k": 1, "seed": 7}
     with live.client() as c:
         alone = c.post("/invoke", json=target)
     others = [{"text": t, "seed": 100 + i, "temperature": 0.9} for i, t in enumerate(TEXTS[1:])]
