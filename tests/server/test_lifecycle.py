@@ -128,7 +128,7 @@ def test_a_stream_failing_before_any_audio_keeps_its_status_code(make_live, stre
     assert r.status_code == 503 and r.json()["error"]["message"].startswith("out of memory")
 
 
-def _serve(*args: str) -> tuple[subprocess.Popen, list[str]]:
+def _serve(*args: str) -> tuple[subprocess.Popen, list[str], threading.Thread]:
     """`ttsperf serve` in a subprocess on a free loopback port; stderr collected line by line."""
     cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -138,12 +138,13 @@ def _serve(*args: str) -> tuple[subprocess.Popen, list[str]]:
         for line in proc.stderr:
             lines.append(line)
 
-    threading.Thread(target=pump, daemon=True).start()
-    return proc, lines
+    reader = threading.Thread(target=pump, daemon=True)
+    reader.start()
+    return proc, lines, reader
 
 
 def test_sigterm_refuses_new_work_and_answers_every_accepted_request():
-    proc, log = _serve(
+    proc, log, reader = _serve(
         "--synthetic", "--config", "tiny", "--port", "0", "--max-batch", "2", "--max-queue", "8"
     )
     try:
@@ -165,6 +166,7 @@ def test_sigterm_refuses_new_work_and_answers_every_accepted_request():
             r = future.result(timeout=120)
             assert r.status_code == 200 and len(decode_wav(r.content)[0]) == expected_samples(LONG)
         assert proc.wait(60) == 0
+        reader.join(10)  # the last lines may still be in the pipe
         assert any("draining 4 accepted requests" in line for line in log)
     finally:
         if proc.poll() is None:
