@@ -167,7 +167,7 @@ def test_sigterm_refuses_new_work_and_answers_every_accepted_request():
             assert r.status_code == 200 and len(decode_wav(r.content)[0]) == expected_samples(LONG)
         assert proc.wait(60) == 0
         reader.join(10)  # the last lines may still be in the pipe
-        assert any("draining 4 accepted requests" in line for line in log)
+        assert any("draining 4 accepted requests" in line for line in log), "".join(log)
     finally:
         if proc.poll() is None:
             proc.kill()
