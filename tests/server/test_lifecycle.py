@@ -168,6 +168,7 @@ def test_sigterm_refuses_new_work_and_answers_every_accepted_request():
         assert proc.wait(60) == 0
         reader.join(10)  # the last lines may still be in the pipe
         assert any("draining 4 accepted requests" in line for line in log), "".join(log)
+        assert sum("switches: dtype=fp32 [on]" in line for line in log) == 1  # logged once, at start
     finally:
         if proc.poll() is None:
             proc.kill()

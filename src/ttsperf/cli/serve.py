@@ -23,12 +23,11 @@ def parse_max_batch(value: str) -> int | None:
 
 
 def _switch_line(report: dict) -> str:
+    """One log line: each switch, whether it applied here, and why not where it says."""
     parts = []
     for name, s in report.items():
-        state = "on" if s["applied"] else "off"
-        parts.append(
-            f"{name}={s['value']} [{state}{': ' + s['note'] if s['note'] and s['note'] != 'off' else ''}]"
-        )
+        why = f": {s['note']}" if s["note"] not in ("", "off") else ""
+        parts.append(f"{name}={s['value']} [{'on' if s['applied'] else 'off'}{why}]")
     return "; ".join(parts)
 
 
