@@ -153,7 +153,7 @@ def test_sigterm_refuses_new_work_and_answers_every_accepted_request():
         client = httpx.Client(base_url=url, timeout=120)
         accepted = ThreadPoolExecutor(4)
         futures = [accepted.submit(client.post, "/invoke", json={"text": LONG, "seed": i}) for i in range(4)]
-        # two decoding, two queued: all four accepted before the signal
+        # all four accepted (two decoding, two queued, or one of them in its prefill) before the signal
         wait_for(
             lambda: (m := scrape(client))["ttsperf_running_requests"] + m["ttsperf_queue_depth"] == 4,
             what="four requests in the engine",

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import json
 import logging
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
@@ -29,7 +30,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ttsperf import __version__
 from ttsperf.audio import encode_wav, to_pcm16
 from ttsperf.engine.engine import Engine
-from ttsperf.engine.types import AudioChunk, RequestHandle, SynthError, SynthRequest
+from ttsperf.engine.types import AudioChunk, Event, SynthError, SynthRequest
 from ttsperf.server import errors, metrics
 from ttsperf.server.errors import ApiError
 from ttsperf.server.schemas import MODEL_IDS, InvokeRequest, SpeechRequest
@@ -47,7 +48,8 @@ ENDPOINTS = ("/invoke", "/v1/audio/speech", "/v1/models", "/healthz", "/readyz",
 class ServerState:
     engine: Engine
     http: metrics.HttpStats = field(default_factory=metrics.HttpStats)
-    draining: bool = False  # set by server/run.py on SIGTERM, before the engine stops admitting
+    draining: bool = False  # set by server/run.py on SIGTERM: no new request reaches the engine
+    unanswered: int = 0  # submitted to the engine, final answer not yet taken (event loop only)
 
 
 class _CountRequests:
@@ -153,13 +155,22 @@ def create_app(
     errors.install(app)
     auth = [Depends(_auth(api_key))]
 
-    def admit() -> None:
-        if state.draining:  # set on SIGTERM a moment before the engine itself stops admitting
+    def start(request: Request, synth: SynthRequest, text_field: str) -> AsyncGenerator[Event, None]:
+        """Submit and return the request's events. No await between the draining check and the
+        submission, so once the drain has set the flag nothing new reaches the engine."""
+        if state.draining:
             raise draining()
+        handle = submit(engine, synth, text_field)
+        state.unanswered += 1
 
-    async def buffered(request: Request, handle: RequestHandle, text_field: str, fmt: str) -> Response:
+        def answered() -> None:
+            state.unanswered -= 1
+
+        return events(handle, request.receive, answered)
+
+    async def buffered(stream: AsyncGenerator[Event, None], text_field: str, fmt: str) -> Response:
         parts: list[np.ndarray] = []
-        async with aclosing(events(handle, request.receive)) as stream:
+        async with aclosing(stream):
             async for event in stream:
                 if isinstance(event, AudioChunk):
                     parts.append(event.samples)
@@ -179,9 +190,8 @@ def create_app(
     async def invoke(request: Request) -> Response:
         """The guide's contract: `{"text": ...}` -> audio/wav (optional: seed, temperature, top_p, top_k)."""
         body = await read_body(request, InvokeRequest, max_body_bytes)
-        admit()
-        handle = submit(engine, SynthRequest(text=body.text, sampling=body.sampling()), "text")
-        return await buffered(request, handle, "text", "wav")
+        synth = SynthRequest(text=body.text, sampling=body.sampling())
+        return await buffered(start(request, synth, "text"), "text", "wav")
 
     @app.post("/v1/audio/speech", dependencies=auth)
     async def speech(request: Request) -> Response:
@@ -191,14 +201,12 @@ def create_app(
             raise ApiError(
                 400, "stream: false cannot be combined with stream_format sse (events are a stream)", "stream"
             )
-        admit()
         synth = SynthRequest(
             text=body.input, sampling=body.sampling(), stream=body.stream, prompt=body.speed_prompt()
         )
-        handle = submit(engine, synth, "input")
+        rest = start(request, synth, "input")
         if not body.stream:
-            return await buffered(request, handle, "input", body.response_format)
-        rest = events(handle, request.receive)
+            return await buffered(rest, "input", body.response_format)
         first = await anext(rest)  # wait for audio before the status line: early failures keep their codes
         if isinstance(first, SynthError):
             await rest.aclose()

@@ -61,18 +61,22 @@ class DrainingServer(uvicorn.Server):
         self._loop.create_task(self._drain(reason))
 
     async def _drain(self, reason: str) -> None:
-        self.state.draining = True
-        engine = self.state.engine
+        loop = asyncio.get_running_loop()
+        state, engine = self.state, self.state.engine
+        state.draining = True  # from here on no handler submits (see create_app's start)
         log.info(
             "%s: draining %d accepted requests (up to %.0f s), refusing new ones",
-            reason,
-            engine.pending(),
-            self.drain_timeout,
-        )
-        # stop() blocks until the engine has answered everything (or the timeout fails the rest
-        # with 'shutdown' -> 503), so it runs off the loop; uvicorn then waits for the handlers
-        # to send those answers before it closes the connections.
-        await asyncio.to_thread(engine.stop, True, self.drain_timeout)
+            reason, state.unanswered, self.drain_timeout,
+        )  # fmt: skip
+        # Wait for the server's own count of unanswered requests rather than only for
+        # engine.stop(drain=True): the engine's pending() does not count a request in the middle of
+        # its prefill, so it can read 0 while one is still on its way to the batch.
+        deadline = loop.time() + self.drain_timeout
+        while state.unanswered and loop.time() < deadline:
+            await asyncio.sleep(0.02)
+        # stop() blocks (joins the worker), so off the loop; past the deadline it answers what is
+        # left 'shutdown' (-> 503), and uvicorn then waits for the handlers to send the answers.
+        await asyncio.to_thread(engine.stop, True, max(0.1, deadline - loop.time()))
         log.info("drained; shutting down")
         self.should_exit = True
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 from starlette.types import Receive
 
@@ -85,11 +85,14 @@ async def _cancel_on_disconnect(receive: Receive, handle: RequestHandle) -> None
             return
 
 
-async def events(handle: RequestHandle, receive: Receive) -> AsyncIterator[Event]:
+async def events(
+    handle: RequestHandle, receive: Receive, on_close: Callable[[], None] | None = None
+) -> AsyncIterator[Event]:
     """The handle's events as they arrive: AudioChunk*, then one SynthResult or SynthError.
 
     If the client disconnects, or the consumer stops early (a streaming response cancelled by the
-    server on disconnect), the request is cancelled so the engine frees its batch slot.
+    server on disconnect), the request is cancelled so the engine frees its batch slot. `on_close`
+    runs once, when the consumer is done with the request either way.
     """
     watcher = asyncio.create_task(_cancel_on_disconnect(receive, handle))
     try:
@@ -101,6 +104,8 @@ async def events(handle: RequestHandle, receive: Receive) -> AsyncIterator[Event
     finally:
         watcher.cancel()
         handle.cancel()  # a no-op once the engine has answered
+        if on_close is not None:
+            on_close()
 
 
 def stats_headers(result: SynthResult) -> dict[str, str]:
