@@ -140,3 +140,36 @@ def test_unreadable_directory(broken):
     message = os.read(read, 4096).decode()
     os.chmod(broken, 0o755)
     assert str(broken) in message and "not readable" in message, message
+
+
+DAMAGES = {
+    "missing file": lambda d: (d / "Vocos.safetensors").unlink(),
+    "truncated": lambda d: (d / "Decoder.safetensors").write_bytes(
+        (d / "Decoder.safetensors").read_bytes()[:999]
+    ),
+    "corrupt": lambda d: (d / "DVAE.safetensors").write_bytes(b"\x00garbage" * 100),
+    "wrong shape": lambda d: _rewrite(
+        d / "Embed.safetensors", lambda t: t.__setitem__("emb_text.weight", torch.zeros(3, 3))
+    ),
+    "missing key": lambda d: _rewrite(d / "Vocos.safetensors", lambda t: t.pop("head.out.bias")),
+    "unexpected key": lambda d: _rewrite(
+        d / "Embed.safetensors", lambda t: t.__setitem__("extra", torch.zeros(1))
+    ),
+}
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGES))
+def test_cli_names_the_file_and_exits_2(damage, tmp_path):
+    from typer.testing import CliRunner
+
+    from ttsperf.cli.main import app
+    from ttsperf.model.assets import make_random_assets
+
+    root = make_random_assets(tmp_path / "asset", "tiny", seed=0)
+    DAMAGES[damage](root)
+    res = CliRunner().invoke(
+        app, ["synth", "hi", "--assets", str(root), "--config", "tiny", "-o", str(tmp_path / "o.wav")]
+    )
+    assert res.exit_code == 2, res.output
+    lines = [ln for ln in res.output.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(root) in lines[0], res.output

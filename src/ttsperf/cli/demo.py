@@ -1,12 +1,14 @@
 """`ttsperf demo`: the main job on embedded defaults, on this machine.
 
-For now (foundation): synthesize the guide's sentence with synthetic full-size ChatTTS weights on
-the local device and report where the WAV is and how long it took. Later stages (server, bench,
-profile, plan, report) join here as they land.
+Stages, each with its own progress line: synthesize the guide's sentence with synthetic
+full-size ChatTTS, profile the model on this device, plan GPUs and cost from that profile.
+Every result lands in the output folder (WAV, profile.json, plan.json, summary.json).
+Serving, load-testing and the HTML report join here as they land.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -25,53 +27,90 @@ def demo(
     device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
-    """Run the whole job with embedded defaults: synthetic ChatTTS on this device.
+    """Run the whole job with embedded defaults: synthetic ChatTTS on this device, synthesized,
+    profiled and planned.
 
     Example: ttsperf demo --quick -o runs/demo
     """
     import torch
+    from rich.console import Console
     from rich.progress import Progress
 
     from ttsperf.audio import write_wav
+    from ttsperf.cli.plan import render
     from ttsperf.model.config import get_config
     from ttsperf.model.pipeline import Pipeline
+    from ttsperf.plan.api import make_plan
+    from ttsperf.profile.measure import profile_model
 
     cfg = get_config(config)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stages: dict[str, float] = {}
     t0 = time.perf_counter()
     with Progress(disable=as_json) as progress:
-        load = progress.add_task(f"building synthetic {config} weights", total=1)
+        task = progress.add_task(f"1/4 building synthetic {config} weights", total=1)
         pipe = Pipeline.synthetic_model(cfg, seed=0, device=device)
-        progress.update(load, completed=1)
-        load_seconds = time.perf_counter() - t0
-        task = progress.add_task("synthesizing the guide's sentence", total=None)
+        progress.update(task, completed=1)
+        stages["build_seconds"] = time.perf_counter() - t0
+
+        task = progress.add_task("2/4 synthesizing the guide's sentence", total=None)
         result = pipe.synthesize(
             GUIDE_SENTENCE, on_step=lambda done, total: progress.update(task, completed=done, total=total)
         )
-    wav = write_wav(out_dir / "demo.wav", result.wav, result.sample_rate)
+        wav = write_wav(out_dir / "demo.wav", result.wav, result.sample_rate)
+        stages["synth_seconds"] = result.wall_seconds
+
+        t1 = time.perf_counter()
+        task = progress.add_task("3/4 profiling this device", total=None)
+        grid = ([1, 4], [64, 512], [16, 64], 3) if quick else ([1, 4, 16], [64, 512, 2048], [16, 64, 256], 10)
+        prof = profile_model(
+            pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=grid[3],
+            warmup=1 if quick else 3,
+            progress=lambda msg: progress.update(task, description=f"3/4 profiling: {msg}"),
+        )  # fmt: skip
+        profile_path = out_dir / "profile.json"
+        profile_path.write_text(json.dumps(prof.dump(), indent=2))
+        stages["profile_seconds"] = time.perf_counter() - t1
+
+        t2 = time.perf_counter()
+        task = progress.add_task("4/4 planning GPUs and cost", total=None)
+        plan = make_plan(
+            profile=[str(profile_path)],
+            progress=lambda msg: progress.update(task, description=f"4/4 planning: {msg}"),
+        )
+        plan_path = out_dir / "plan.json"
+        plan_path.write_text(json.dumps(plan.model_dump(mode="json", by_alias=True), indent=2))
+        stages["plan_seconds"] = time.perf_counter() - t2
     summary = {
+        "out_dir": str(out_dir),
         "wav": str(wav),
+        "profile": str(profile_path),
+        "plan": str(plan_path),
         "text": GUIDE_SENTENCE,
         "config": config,
         "weights": "synthetic (random values, real shapes, seed 0)",
         "device": device,
         "threads": torch.get_num_threads(),
         "quick": quick,
-        "load_seconds": round(load_seconds, 2),
         "audio_seconds": round(result.audio_seconds, 3),
         "steps": result.steps,
-        "synth_seconds": round(result.wall_seconds, 2),
         "rtf": round(result.rtf, 3),
         "length_source": result.length_source,
+        "recommendations": {sc.scenario: sc.recommendation for sc in plan.scenarios},
+        **{k: round(v, 2) for k, v in stages.items()},
     }
+    (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     if as_json:
         print_json(summary)
         return
-    typer.echo(
-        f"wrote {wav}: {summary['audio_seconds']:.2f} s of audio ({result.steps} steps, length from "
-        f"{result.length_source}) in {summary['synth_seconds']:.1f} s, RTF {summary['rtf']:.2f} "
-        f"(synthetic {config} on {device}, {summary['threads']} threads; weights built in "
-        f"{summary['load_seconds']:.1f} s)"
+    console = Console()
+    render(plan, console, None)
+    console.print(
+        f"\nwrote {wav}: {summary['audio_seconds']:.2f} s of audio ({result.steps} steps, length from "
+        f"{result.length_source}) in {result.wall_seconds:.1f} s, RTF {summary['rtf']:.2f} "
+        f"(synthetic {config} on {device}, {summary['threads']} threads)"
     )
+    console.print(f"profile: {profile_path}   plan: {plan_path}   summary: {out_dir / 'summary.json'}")
 
 
 def register(app: typer.Typer) -> None:

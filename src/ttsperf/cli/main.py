@@ -39,7 +39,7 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-from ttsperf.cli import assets, demo, info, serve, synth  # noqa: E402
+from ttsperf.cli import assets, demo, info, plan, profile, serve, synth  # noqa: E402
 
-for _module in (info, synth, serve, assets, demo):
+for _module in (info, synth, serve, assets, profile, plan, demo):
     _module.register(app)

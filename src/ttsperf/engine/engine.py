@@ -19,8 +19,6 @@ from dataclasses import asdict, dataclass, field
 import psutil
 import torch
 
-from ttsperf.engine.forward import SlotForward
-from ttsperf.engine.kv import KVSlots
 from ttsperf.engine.stats import EngineStats
 from ttsperf.engine.stream import AudioDecoder
 from ttsperf.engine.switches import Switches, apply_switches
@@ -35,8 +33,10 @@ from ttsperf.engine.types import (
     TextTooLong,
 )
 from ttsperf.errors import UserError
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
-from ttsperf.model.sampling import PENALTY_WINDOW, sample_row
+from ttsperf.model.sampling import PENALTY_WINDOW, sample
 
 
 @dataclass(frozen=True)
@@ -197,11 +197,10 @@ class Engine:
 
     def _run(self) -> None:
         mode = torch.inference_mode() if self.switches.inference_mode else torch.no_grad()
-        autocast = (
-            torch.autocast(self.pipe.device.type, dtype=torch.bfloat16 if self.pipe.device.type == "cpu" else torch.float16)
-            if self.switches.autocast
-            else contextlib.nullcontext()
-        )  # fmt: skip
+        half = torch.bfloat16 if self.pipe.device.type == "cpu" else torch.float16
+        autocast = contextlib.nullcontext()
+        if self.switches.autocast:
+            autocast = torch.autocast(self.pipe.device.type, dtype=half)
         with mode, autocast:
             while True:
                 with self._cv:
@@ -267,7 +266,8 @@ class Engine:
         self.stats.prefill_seconds.observe(time.perf_counter() - t0)
         row.position = ids.shape[1]
         self._rows.append(row)
-        self._accept(row, hidden, self.pipe.model.embed.code_logits(hidden.unsqueeze(0))[0])
+        codes = self._sample([row], self.pipe.model.embed.code_logits(hidden.unsqueeze(0)))
+        self._accept(row, hidden, codes[0])
         self._retire()
 
     def _step(self) -> None:
@@ -287,15 +287,27 @@ class Engine:
                 raise
             self._on_oom()
             return
+        codes = self._sample(rows, logits)
         self._step_count += 1
         self.stats.observe_step(len(rows), time.perf_counter() - t0)
         for r, row in enumerate(rows):
             row.position += 1
-            self._accept(row, hidden[r], logits[r])
+            self._accept(row, hidden[r], codes[r])
         self._retire()
 
-    def _accept(self, row: _Row, hidden: torch.Tensor, logits: torch.Tensor) -> None:
-        """Sample the row's next codes from its logits; finish it on EOS, limit or cancellation."""
+    def _sample(self, rows: list[_Row], logits: torch.Tensor) -> torch.Tensor:
+        """All rows' next codes in one pass, each with its own settings, history and generator."""
+        g = self.pipe.cfg.gpt
+        history = torch.full((len(rows), g.num_vq, PENALTY_WINDOW), -1, dtype=torch.long)
+        for r, row in enumerate(rows):
+            if row.history is not None and row.history.shape[1]:
+                history[r, :, -row.history.shape[1] :] = row.history
+        allow = [not row.forced or len(row.hidden) >= row.limit for row in rows]
+        params = [row.handle.request.sampling for row in rows]
+        return sample(logits.cpu(), history, params, allow, g.eos_token, [row.generator for row in rows])
+
+    def _accept(self, row: _Row, hidden: torch.Tensor, codes: torch.Tensor) -> None:
+        """Take the row's sampled codes; finish it on EOS, limit, cancellation or deadline."""
         handle = row.handle
         if handle.cancelled.is_set():
             row.done = True
@@ -307,11 +319,7 @@ class Engine:
             return
         g = self.pipe.cfg.gpt
         history = row.history if row.history is not None else torch.zeros(g.num_vq, 0, dtype=torch.long)
-        allow_eos = not row.forced or len(row.hidden) >= row.limit
-        codes = sample_row(
-            logits.cpu(), history, handle.request.sampling, allow_eos, g.eos_token, row.generator
-        )
-        if allow_eos and not row.forced and bool((codes == g.eos_token).any()):
+        if not row.forced and bool((codes == g.eos_token).any()):
             self._finish(row, "eos")
             return
         row.hidden.append(hidden.float())

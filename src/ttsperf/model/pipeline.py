@@ -17,9 +17,10 @@ import torch
 
 from ttsperf.errors import UserError
 from ttsperf.model.config import ModelConfig
-from ttsperf.model.gpt import llama_forward
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.kv import KVSlots
 from ttsperf.model.length import SpeechRate
-from ttsperf.model.sampling import SamplingParams, sample_row
+from ttsperf.model.sampling import PENALTY_WINDOW, SamplingParams, sample
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
 from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
 
@@ -142,45 +143,34 @@ class Pipeline:
             forced = [min(self.speech_rate.steps(t), max_new_tokens) for t in texts]
         limits = forced or [max_new_tokens] * len(texts)
         source: LengthSource = "speech-rate" if forced is not None else "eos"
-        gpt, embed, eos = self.model.gpt, self.model.embed, self.cfg.gpt.eos_token
-        ids, attn, text_mask = self.prompt(texts, prompt)
-        b = ids.shape[0]
+        embed, eos, g = self.model.embed, self.cfg.gpt.eos_token, self.cfg.gpt
+        b = len(texts)
         gens = [
             torch.Generator().manual_seed(params.seed + i) if params.seed is not None else None
             for i in range(b)
         ]
-        inputs = embed.embed_prompt(ids, text_mask)
-        positions = (attn.cumsum(-1) - 1).masked_fill(attn == 0, 1)
-        cache_position = torch.arange(ids.shape[1], device=self.device)
-        cache = None
+        # Each row is prefilled alone into its own KV slot and decodes at its own position: no
+        # padding, so a row's output does not depend on the other rows of the batch.
+        prompts = [self.prompt([t], prompt) for t in texts]
+        lengths = [ids.shape[1] for ids, _, _ in prompts]
+        dtype = next(self.model.gpt.parameters()).dtype
+        slots = KVSlots(
+            g.num_hidden_layers, b, g.num_key_value_heads, max(lengths) + max(limits),
+            g.hidden_size // g.num_attention_heads, dtype=dtype, device=self.device,
+        )  # fmt: skip
+        fwd = SlotForward(self.model.gpt)
+        hidden = torch.stack(
+            [fwd.prefill(embed.embed_prompt(ids, mask), slots, r) for r, (ids, _, mask) in enumerate(prompts)]
+        )
+        positions = torch.tensor(lengths, device=self.device)
         codes_out: list[list[torch.Tensor]] = [[] for _ in range(b)]
         hidden_out: list[list[torch.Tensor]] = [[] for _ in range(b)]
         done = [False] * b
-        history = torch.zeros(b, self.cfg.gpt.num_vq, 0, dtype=torch.long, device=self.device)
+        history = torch.zeros(b, g.num_vq, 0, dtype=torch.long, device=self.device)
         for step in range(max(limits)):
-            states, cache = llama_forward(
-                gpt,
-                inputs,
-                attention_mask=attn,
-                position_ids=positions,
-                cache=cache,
-                cache_position=cache_position,
-            )
-            hidden = states[:, -1]
             logits = embed.code_logits(hidden)
-            nxt = torch.stack(
-                [
-                    sample_row(
-                        logits[r].cpu(),
-                        history[r].cpu(),
-                        params,
-                        allow_eos=forced is None or step >= limits[r],
-                        eos_token=eos,
-                        generator=gens[r],
-                    )
-                    for r in range(b)
-                ]
-            ).to(self.device)
+            allow = [forced is None or step >= limits[r] for r in range(b)]
+            nxt = sample(logits.cpu(), history.cpu(), [params] * b, allow, eos, gens).to(self.device)
             for r in range(b):
                 if done[r]:
                     continue
@@ -194,15 +184,13 @@ class Pipeline:
                 on_step(step + 1, max(limits))
             if all(done):
                 break
-            history = torch.cat([history, nxt.unsqueeze(-1)], dim=-1)
-            inputs = embed.embed_codes(nxt).unsqueeze(1).to(inputs.dtype)
-            attn = torch.cat([attn, attn.new_ones(b, 1)], dim=1)
-            positions = positions[:, -1:] + 1
-            cache_position = cache_position[-1:] + 1
+            history = torch.cat([history, nxt.unsqueeze(-1)], dim=-1)[:, :, -PENALTY_WINDOW:]
+            hidden = fwd.decode(embed.embed_codes(nxt).to(dtype), slots, positions)
+            positions = positions + 1
         return [
             Generation(
-                codes=torch.stack(c) if c else torch.zeros(0, self.cfg.gpt.num_vq, dtype=torch.long),
-                hidden=torch.stack(h) if h else torch.zeros(0, self.cfg.gpt.hidden_size),
+                codes=torch.stack(c) if c else torch.zeros(0, g.num_vq, dtype=torch.long),
+                hidden=torch.stack(h) if h else torch.zeros(0, g.hidden_size),
                 length_source=source,
             )
             for c, h in zip(codes_out, hidden_out, strict=True)

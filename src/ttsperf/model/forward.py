@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaModel
 
-from ttsperf.engine.kv import KVSlots
+from ttsperf.model.kv import KVSlots
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:

@@ -1,0 +1,312 @@
+"""`ttsperf plan`: which GPU, how many, at what cost - projected from profiles or documented defaults."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from ttsperf.cli.common import print_json, user_errors
+from ttsperf.errors import UserError
+from ttsperf.plan.api import make_plan
+from ttsperf.plan.chart import svg
+from ttsperf.plan.schema import Plan, ScenarioPlan
+
+HELP = """Choose the GPU, the count and the cost for serving ChatTTS, per scenario.
+
+For every card: how many sequences fit (memory model), the decode step time (roofline with a
+fixed per-step overhead), latency and time to first audio under load (simulation of the
+continuous-batching scheduler), the most load per GPU meeting the SLO, GPUs needed, $/hour and
+$/audio-hour. Without --profile every number is projected from documented defaults (see
+docs/PLANNING.md); with one, the profiled card is fitted to its measurements.
+
+\b
+Examples:
+  ttsperf plan --scenario realtime --streams 200 --gpus "T4,RTX 4090,A100 40GB PCIe"
+  ttsperf plan --profile prof.json --price "RTX 4090=0.5" --json -o plan.json
+  ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 --scenario offline
+  ttsperf plan --scenario realtime --step-overhead 3ms -o plans/
+"""
+
+
+def _f(x: float | None, fmt: str) -> str:
+    return "-" if x is None else format(x, fmt)
+
+
+def _gib(x: float) -> str:
+    return f"{x / 2**30:.3f}"
+
+
+def render(plan: Plan, console: Console, memory_at: int | None) -> None:
+    i = plan.inputs
+    w = i.workload
+    console.print(
+        f"[bold]ttsperf plan[/bold]: {w['audio_seconds']} s of audio per request ({w['steps']} steps), "
+        f"{w['prompt_tokens']}-token prompt, {w['dtype']}, first audio after {w['first_chunk_steps']} steps"
+    )
+    m = i.model
+    console.print(
+        f"model: {m['parameters']:,} parameters ({m['parameters'] / 1e9:.2f} B); weights "
+        f"{m['weights_bytes'] / 1e9:.2f} GB {w['dtype']}; KV {m['kv_bytes_per_token']:,.0f} B/token = "
+        f"{m['kv_bytes_per_audio_second'] / 1e6:.2f} MB per audio second per sequence "
+        f"({m['bytes_per_audio_second_with_fragmentation'] / 1e6:.2f} MB with fragmentation)"
+    )
+    console.print(f"calibration: {i.calibration}")
+    console.print(f"catalog: {i.catalog}; prices: {i.prices}")
+    for sc in plan.scenarios:
+        _scenario_table(sc, console)
+    if memory_at is not None and plan.scenarios:
+        _memory_table(plan.scenarios[0], console, memory_at)
+    for note in plan.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    console.print(
+        "(fit) = step time fitted to a profile of that card; * = price from --price; own = bought (--own): "
+        "amortised + electricity; Wh/audio-h at TDP x busy fraction. Dim rows miss the SLO. "
+        "Every latency, capacity and cost is projected "
+        "(formula and inputs per number: --json, 'basis'); defaults are assumptions in docs/PLANNING.md."
+    )
+    for sc in plan.scenarios:
+        console.print(f"[bold]{sc.scenario}:[/bold] {sc.recommendation}")
+
+
+def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
+    slo = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.limits.items()) or "none"
+    load = f"{sc.load['value']:g} {'streams' if sc.load['kind'] == 'streams' else 'req/s'}"
+    t = Table(title=f"{sc.scenario}: {sc.description} | SLO {slo} | target {load}", title_justify="left")
+    streams = sc.load["kind"] == "streams"
+    cols = (
+        "GPU",
+        "max batch",
+        "step ms",
+        "P50 s",
+        "P99 s",
+        "TTFA P99 s",
+        "streams/GPU" if streams else "req/s/GPU",
+        "GPUs",
+        "$/GPU-h",
+        "$/h",
+        "$/audio-h",
+        "Wh/audio-h",
+        "",
+    )
+    for col in cols:
+        t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
+    notes: list[str] = []
+    for r in sc.rows:
+        cap = str(r.max_streams) if streams else _f(r.max_rate_rps, ".2f")
+        price = _f(r.usd_per_gpu_hour, ".3f")
+        if r.usd_per_gpu_hour is not None:
+            how = r.basis["usd_per_gpu_hour"].how
+            price += "*" if how.startswith("user") else " own" if how.startswith("owned") else ""
+        mark = ""
+        if r.note:
+            notes.append(f"[{len(notes) + 1}] {r.gpu}: {r.note}")
+            mark = f"[{len(notes)}]"
+        fitted = "step.t_fixed" in r.basis and r.basis["step.t_fixed"].kind == "measured"
+        t.add_row(
+            r.gpu + (" (fit)" if fitted else ""),
+            str(r.max_batch) if r.fits else "no fit",
+            _f(r.step_ms, ".1f"),
+            _f(r.p50_s, ".2f"),
+            _f(r.p99_s, ".2f"),
+            _f(r.ttfa_p99_s, ".3f"),
+            cap if r.fits else "-",
+            _f(r.gpus_needed, "d"),
+            price,
+            _f(r.usd_per_hour, ".2f"),
+            _f(r.usd_per_audio_hour, ".4f"),
+            _f(r.kwh_per_audio_hour and r.kwh_per_audio_hour * 1000, ".2f"),
+            mark,
+            style=None if r.meets_slo else "dim",
+        )
+    console.print(t)
+    for n in notes:
+        console.print(n, markup=False, highlight=False)
+
+
+def _memory_table(sc: ScenarioPlan, console: Console, batch: int) -> None:
+    t = Table(
+        title=f"memory at batch {batch}, GiB (projected by the memory model; defaults: docs/PLANNING.md)",
+        title_justify="left",
+    )
+    for col in (
+        "GPU",
+        "weights",
+        "runtime",
+        "KV cache",
+        "transients",
+        "fragmentation",
+        "total",
+        "card",
+        "fits",
+    ):
+        t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
+    for r in sc.rows:
+        m = r.memory_bytes
+        t.add_row(
+            r.gpu,
+            _gib(m["weights"]),
+            _gib(m["runtime"]),
+            _gib(m["kv_cache"]),
+            _gib(m["transients"]),
+            _gib(m["fragmentation"]),
+            _gib(m["total"]),
+            _gib(m["card"]),
+            "yes" if m["total"] <= m["card"] else "no",
+        )
+    console.print(t)
+
+
+def write_outputs(plan: Plan, data: dict, out: str) -> list[Path]:
+    """-o FILE writes the JSON there; -o DIR (existing, or ending in /) writes plan.json + charts."""
+    output = Path(out)
+    as_dir = output.is_dir() or out.endswith(("/", "\\"))
+    files = (
+        {output / "plan.json": json.dumps(data, indent=2, ensure_ascii=False) + "\n"}
+        if as_dir
+        else {output: json.dumps(data, indent=2, ensure_ascii=False) + "\n"}
+    )
+    if as_dir:
+        for sc in plan.scenarios:
+            files[output / f"pareto-{sc.scenario}.svg"] = svg(sc)
+    try:
+        if as_dir:
+            output.mkdir(parents=True, exist_ok=True)
+        for path, text in files.items():
+            path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    return list(files)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("plan", help=HELP)
+    @user_errors
+    def plan_cmd(
+        profile: list[str] = typer.Option(
+            None, "--profile", help="ModelProfile JSON from `ttsperf profile` (repeatable)."
+        ),
+        scenario: str = typer.Option(
+            None, "--scenario", help="realtime | offline | concurrency (default: all three)."
+        ),
+        streams: int = typer.Option(
+            None, "--streams", help="Target load: N concurrent streams (closed loop)."
+        ),
+        rate: float = typer.Option(None, "--rate", help="Target load: R requests/s (Poisson)."),
+        slo: str = typer.Option(
+            None, "--slo", help="e.g. 'ttfa_p99=300ms,underrun_p99=100ms', 'p99=10s', 'none'."
+        ),
+        gpus: str = typer.Option(
+            None, "--gpus", help='Cards to consider, e.g. "T4,RTX 3090,RTX 4090" (default: all).'
+        ),
+        catalog: str = typer.Option(None, "--catalog", help="GPU catalog CSV (default: the shipped one)."),
+        prices: str = typer.Option(
+            None, "--prices", help="Price CSV replacing the shipped one (gpu,usd_per_gpu_hour,source)."
+        ),
+        price: list[str] = typer.Option(
+            None, "--price", help='Override one card: "RTX 4090=0.5" (USD/GPU-hour; repeatable).'
+        ),
+        dtype: str = typer.Option(
+            None, "--dtype", help="fp16 | bf16 | fp32 (default: the profile's, else fp16)."
+        ),
+        audio_seconds: float = typer.Option(
+            8.0, "--audio-seconds", help="Audio per request (the guide's 8 s)."
+        ),
+        prompt_tokens: int = typer.Option(
+            64, "--prompt-tokens", help="Prompt tokens per request (assumption: 64)."
+        ),
+        first_chunk_steps: int = typer.Option(
+            24, "--first-chunk-steps", help="Decode steps before the first audio chunk."
+        ),
+        max_batch: int = typer.Option(
+            None, "--max-batch", help="Cap the engine's batch (slots) below what memory allows."
+        ),
+        slot_tokens: int = typer.Option(
+            None,
+            "--slot-tokens",
+            help="KV tokens reserved per sequence (ttsperf serve: 512 + 2048); default: what a request uses.",
+        ),
+        engine: str = typer.Option(
+            "ttsperf",
+            "--engine",
+            help="ttsperf (as built) | batched (what-if: batch prefill and chunk decode).",
+        ),
+        vocoder_overhead: str = typer.Option(
+            None, "--vocoder-overhead", help="What-if launch cost of one Decoder+Vocos call, e.g. 2ms."
+        ),
+        step_overhead: str = typer.Option(
+            None, "--step-overhead", help="What-if per-step fixed overhead, e.g. 3ms."
+        ),
+        own: list[str] = typer.Option(
+            None,
+            "--own",
+            help='Bought, not rented: "RTX 4090" (launch price shipped) or "A100 40GB PCIe=9000".',
+        ),
+        amortize: str = typer.Option(
+            "3y", "--amortize", help="Spread an owned card's price over 3y, 36m, ..."
+        ),
+        electricity: str = typer.Option(
+            None, "--electricity", help="USD per kWh for owned cards, e.g. 0.15."
+        ),
+        memory_at: int = typer.Option(
+            None, "--memory-at", help="Also show the memory breakdown at this batch."
+        ),
+        requests: int = typer.Option(
+            1000, "--requests", help="Measured requests per simulation (p99 needs >= 1000)."
+        ),
+        seed: int = typer.Option(0, "--seed", help="Simulation seed (results are deterministic per seed)."),
+        as_json: bool = typer.Option(
+            False, "--json", help="Print the Plan JSON on stdout instead of tables."
+        ),
+        output: str = typer.Option(
+            None,
+            "-o",
+            "--output",
+            help="FILE.json: the Plan JSON; DIR/: plan.json + a cost-vs-P99 SVG per scenario.",
+        ),
+    ) -> None:
+        if memory_at is not None and memory_at < 1:
+            raise UserError(f"--memory-at: expected a batch >= 1, found {memory_at}")
+        err = Console(stderr=True)
+        with err.status("planning...") as status:
+            plan = make_plan(
+                profile=profile,
+                scenario=scenario,
+                streams=streams,
+                rate=rate,
+                slo=slo,
+                gpus=gpus,
+                catalog=catalog,
+                prices=prices,
+                price=price,
+                dtype=dtype,
+                audio_seconds=audio_seconds,
+                prompt_tokens=prompt_tokens,
+                first_chunk_steps=first_chunk_steps,
+                max_batch=max_batch,
+                slot_tokens=slot_tokens,
+                step_overhead=step_overhead,
+                vocoder_overhead=vocoder_overhead,
+                engine=engine,
+                own=own,
+                amortize=amortize,
+                electricity=electricity,
+                memory_at=memory_at,
+                requests=requests,
+                seed=seed,
+                progress=lambda msg: status.update(f"planning {msg}"),
+            )
+        data = plan.dump()
+        if output is not None:
+            written = write_outputs(plan, data, output)
+            if not as_json:
+                Console(stderr=True).print(f"wrote {', '.join(str(p) for p in written)}")
+        if as_json:
+            print_json(data)
+        else:
+            # rich wraps at 80 columns when stdout is not a terminal; the table needs ~140
+            render(plan, Console(width=None if sys.stdout.isatty() else 150), memory_at)

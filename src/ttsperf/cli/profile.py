@@ -1,0 +1,95 @@
+"""`ttsperf profile`: memory and speed of ChatTTS on this device -> a ModelProfile JSON for `plan`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ttsperf.cli.common import print_json, user_errors
+
+
+def _ints(flag: str, text: str) -> list[int]:
+    from ttsperf.errors import UserError
+
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise UserError(f"{flag} {text!r}: expected comma-separated positive integers, e.g. 1,4,16") from None
+    if not values or any(v < 1 for v in values):
+        raise UserError(f"{flag} {text!r}: expected comma-separated positive integers, e.g. 1,4,16")
+    return values
+
+
+@user_errors
+def profile(
+    assets: Path | None = typer.Option(None, "--assets", help="Official ChatTTS asset directory."),
+    synthetic: bool = typer.Option(False, "--synthetic", help="Random weights of the real shapes."),
+    config: str = typer.Option("chattts", "--config", help="chattts or tiny."),
+    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
+    dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16."),
+    batches: str = typer.Option("1,4,16", "--batches", help="Batch sizes of the decode-step grid."),
+    contexts: str = typer.Option("64,512,2048", "--contexts", help="KV lengths of the decode-step grid."),
+    prompts: str = typer.Option("16,64,256", "--prompts", help="Prompt lengths for prefill timing."),
+    repeats: int = typer.Option(10, "--repeats", min=1, help="Timed repeats per point (median)."),
+    quick: bool = typer.Option(False, "--quick", help="Batches 1,4; contexts 64,512; 3 repeats."),
+    out: Path | None = typer.Option(None, "-o", "--out", help="Write the profile JSON here."),
+    as_json: bool = typer.Option(False, "--json", help="Print the profile JSON."),
+) -> None:
+    """Measure weights, KV bytes, decode step time and memory per (batch, context), prefill time and
+    Decoder+Vocos speed on this device, through the engine's own step.
+
+    Example: ttsperf profile --synthetic --quick -o profile.json
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    from ttsperf.cli.synth import load_pipeline
+    from ttsperf.profile.measure import profile_model
+
+    if quick:
+        batches, contexts, prompts, repeats = "1,4", "64,512", "16,64", min(repeats, 3)
+    grid = _ints("--batches", batches), _ints("--contexts", contexts), _ints("--prompts", prompts)
+    console = Console(stderr=True)
+    pipe = load_pipeline(assets, synthetic, config, device, dtype, seed=0)
+    with console.status("profiling") as status:
+        prof = profile_model(
+            pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=repeats,
+            warmup=1 if quick else 3, progress=lambda msg: status.update(f"profiling: {msg}"),
+        )  # fmt: skip
+    data = prof.dump()
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        import json
+
+        out.write_text(json.dumps(data, indent=2))
+    if as_json:
+        print_json(data)
+        return
+    table = Table(title=f"decode step on {prof.device.name} ({config}, {dtype})")
+    for col in ("batch", "context", "step ms", "spread ms", "x real time", "memory MB"):
+        table.add_column(col, justify="right")
+    for step, mem in zip(prof.steps, prof.memory, strict=True):
+        xrt = step.batch / step.seconds.value / pipe.cfg.steps_per_second
+        table.add_row(
+            str(step.batch), str(step.context), f"{1000 * step.seconds.value:.1f}",
+            f"{1000 * (step.seconds.spread or 0):.1f}", f"{xrt:.2f}", f"{mem.peak_bytes.value / 1e6:,.0f}",
+        )  # fmt: skip
+    out_console = Console()
+    out_console.print(table)
+    pre = ", ".join(f"{p.prompt_tokens} tok {1000 * p.seconds.value:.0f} ms" for p in prof.prefill)
+    out_console.print(f"prefill: {pre}")
+    rate = prof.decode_seconds_per_audio_second
+    chunk = prof.vocoder_chunk_seconds
+    out_console.print(
+        f"Decoder+Vocos: {rate.value:.3f} s per audio second; "
+        f"one streamed chunk {1000 * chunk.value:.0f} ms; "
+        f"weights {prof.weights_bytes.value / 1e6:,.0f} MB, KV {prof.kv_bytes_per_token.value:,.0f} B/token; "
+        f"achieved {prof.achieved_bandwidth_gbs.value:.1f} GB/s"
+    )
+    if out is not None:
+        out_console.print(f"wrote {out}")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile")(profile)

@@ -1,0 +1,204 @@
+"""make_plan(): the library function behind `ttsperf plan` (same parameter names as the flags)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from ttsperf.errors import UserError
+from ttsperf.plan import chattts_facts as F
+from ttsperf.plan import memory as M
+from ttsperf.plan import steptime as S
+from ttsperf.plan.cards import build_cards, plan_dtype
+from ttsperf.plan.catalog import load_catalog, split_names
+from ttsperf.plan.cost import parse_own
+from ttsperf.plan.memory import MemoryModel, Workload
+from ttsperf.plan.recommend import Settings, plan_scenario
+from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
+from ttsperf.plan.schema import Default, Plan, PlanInputs
+from ttsperf.plan.simulate import ENGINES, Load
+from ttsperf.profile.schema import load_profile
+
+
+def _defaults(workload: Workload, calibrated: bool) -> dict[str, Default]:
+    d = {
+        "runtime_bytes": Default(value=M.DEFAULT_RUNTIME_BYTES, source=M.DEFAULT_RUNTIME_SOURCE),
+        "fragmentation": Default(value=M.DEFAULT_FRAGMENTATION, source=M.DEFAULT_FRAGMENTATION_SOURCE),
+        "memory_gb_unit": Default(value="GiB", source=M.CARD_GB_IS_GIB_SOURCE),
+        "t_fixed_s": Default(value=S.DEFAULT_T_FIXED_S, source=S.DEFAULT_T_FIXED_SOURCE),
+        "mbu": Default(value=S.DEFAULT_MBU, source=S.DEFAULT_MBU_SOURCE),
+        "mfu": Default(value=S.DEFAULT_MFU, source=S.DEFAULT_MFU_SOURCE),
+        "vocoder_fixed_s": Default(
+            value=S.DEFAULT_T_FIXED_S,
+            source="assumption: one Decoder+Vocos call launches about as many kernels as a step",
+        ),
+        "audio_seconds": Default(
+            value=workload.audio_seconds, source="the guide's 8 s clips (--audio-seconds)"
+        ),
+        "prompt_tokens": Default(
+            value=workload.prompt_tokens,
+            source="assumption: a sentence plus control tokens (--prompt-tokens)",
+        ),
+        "first_chunk_steps": Default(
+            value=workload.first_chunk_steps,
+            source="official streaming yields every 24 steps (reference/chattts.md)",
+        ),
+    }
+    if calibrated:
+        d["note"] = Default(
+            value="", source="profiled cards replace t_fixed/MBU/MFU/runtime with fitted values"
+        )
+    return d
+
+
+def _model_sizes(mem: MemoryModel, workload: Workload) -> dict[str, float | int | str]:
+    """The numbers the guide's memory claims are checked against (docs/CLAIMS.md)."""
+    return {
+        "parameters": F.TOTAL_PARAMS,
+        "parameters_how": "sum of the component counts in reference/chattts.md",
+        "weights_bytes": float(mem.weights_bytes),  # type: ignore[arg-type]
+        "weights_how": mem.how["weights_bytes"],
+        "kv_bytes_per_token": float(mem.kv_bytes_per_token),  # type: ignore[arg-type]
+        "kv_how": mem.how["kv_bytes_per_token"],
+        "kv_bytes_per_audio_second": float(mem.kv_bytes_per_token) * F.STEPS_PER_AUDIO_SECOND,  # type: ignore[arg-type]
+        "bytes_per_audio_second_with_fragmentation": mem.per_audio_second(workload),
+    }
+
+
+def make_plan(
+    profile: list[str] | None = None,
+    scenario: str | None = None,
+    streams: int | None = None,
+    rate: float | None = None,
+    slo: str | None = None,
+    gpus: str | None = None,
+    catalog: str | None = None,
+    prices: str | None = None,
+    price: list[str] | None = None,
+    dtype: str | None = None,
+    audio_seconds: float = 8.0,
+    prompt_tokens: int = 64,
+    first_chunk_steps: int = 24,
+    max_batch: int | None = None,
+    slot_tokens: int | None = None,
+    step_overhead: str | None = None,
+    vocoder_overhead: str | None = None,
+    engine: str = "ttsperf",
+    own: list[str] | None = None,
+    amortize: str = "3y",
+    electricity: str | None = None,
+    memory_at: int | None = None,
+    requests: int = 1000,
+    seed: int = 0,
+    progress: Callable[[str], None] | None = None,
+) -> Plan:
+    if streams is not None and rate is not None:
+        raise UserError("--streams and --rate: expected one load, found both")
+    if streams is not None and streams <= 0:
+        raise UserError(f"--streams: expected a positive number of streams, found {streams}")
+    if rate is not None and not rate > 0:
+        raise UserError(f"--rate: expected a positive request rate (req/s), found {rate}")
+    if not audio_seconds > 0:
+        raise UserError(f"--audio-seconds: expected a positive number, found {audio_seconds}")
+    if prompt_tokens < 1 or first_chunk_steps < 1 or requests < 10:
+        raise UserError(
+            "--prompt-tokens/--first-chunk-steps/--requests: expected >= 1, >= 1, >= 10, found "
+            f"{prompt_tokens}, {first_chunk_steps}, {requests}"
+        )
+    if max_batch is not None and max_batch < 1:
+        raise UserError(f"--max-batch: expected >= 1, found {max_batch}")
+    if engine not in ENGINES:
+        raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {engine!r}")
+    names = [scenario] if scenario else list(SCENARIOS)
+    for n in names:
+        if n not in SCENARIOS:
+            raise UserError(f"--scenario: expected one of {', '.join(SCENARIOS)}, found {n!r}")
+    profiles = [(p, load_profile(p)) for p in profile or []]
+    cat = load_catalog(
+        Path(catalog) if catalog else None,
+        Path(prices) if prices else None,
+        price or [],
+        split_names(gpus) if gpus is not None else None,
+    )
+    dt = plan_dtype(profiles, dtype)
+    workload = Workload(
+        audio_seconds=audio_seconds,
+        prompt_tokens=prompt_tokens,
+        first_chunk_steps=first_chunk_steps,
+        slot_tokens=slot_tokens,
+    )
+    if slot_tokens is not None and slot_tokens < workload.context_tokens:
+        raise UserError(
+            f"--slot-tokens: expected at least the {workload.context_tokens} tokens one request holds "
+            f"({prompt_tokens} prompt + {workload.steps} steps), found {slot_tokens}"
+        )
+    cards = build_cards(cat, profiles, dt)
+    if vocoder_overhead is not None:
+        v_fixed = parse_duration(vocoder_overhead, "--vocoder-overhead")
+        for c in cards:
+            if c.step is not None and not c.profiled:
+                c.step.vocoder_fixed = v_fixed
+                c.step.how["vocoder"] += (
+                    f"; launch cost {v_fixed * 1e3:g} ms from --vocoder-overhead (what-if)"
+                )
+    if step_overhead is not None:
+        # A what-if for cards without a profile of their own (e.g. CUDA graphs cut launch overhead).
+        t_fixed = parse_duration(step_overhead, "--step-overhead")
+        for c in cards:
+            if c.step is not None and not c.profiled:
+                c.step.t_fixed = t_fixed
+                c.step.how["t_fixed"] = (
+                    f"{t_fixed * 1e3:g} ms from --step-overhead (user what-if, not measured)"
+                )
+    calibrated = any(c.profiled for c in cards)
+    note_extra = "" if engine == "ttsperf" else f"; engine what-if '{engine}': {ENGINES[engine]}"
+    if step_overhead is not None:
+        note_extra += f"; per-step overhead {step_overhead} set by --step-overhead (what-if)"
+    if vocoder_overhead is not None:
+        note_extra += f"; vocoder call overhead {vocoder_overhead} set by --vocoder-overhead (what-if)"
+    if calibrated:
+        note = (
+            "profiled cards fitted to "
+            + ", ".join(p for p, _ in profiles)
+            + "; other cards projected from defaults"
+        )
+    else:
+        note = "projected from documented defaults (assumptions), no profile given"
+    note += note_extra
+    target = Load("streams", streams) if streams else Load("rate", rate) if rate else None
+    slo_limits = parse_slo(slo) if slo is not None else None
+    own_cards = parse_own(own or [], list(cat.gpus), amortize, electricity)
+    settings = Settings(cat, workload, requests, seed, memory_at, max_batch, own_cards, engine)
+    scenarios = [
+        plan_scenario(SCENARIOS[n], cards, target, slo_limits, settings, note, progress) for n in names
+    ]
+    owned = own_cards.purchases if own_cards else {}
+    missing = [c.name for c in cards if c.name not in cat.prices and c.name not in owned]
+    notes = []
+    if missing:
+        notes.append(
+            "no price for " + ", ".join(missing) + ": supply with --price NAME=USD or --prices FILE "
+            "(the guide's Alibaba Cloud prices are not shipped)"
+        )
+    inputs = PlanInputs(
+        profiles=[p for p, _ in profiles],
+        calibration=note,
+        workload={
+            "dtype": dt,
+            "audio_seconds": audio_seconds,
+            "steps": workload.steps,
+            "prompt_tokens": prompt_tokens,
+            "context_tokens": workload.context_tokens,
+            "kv_tokens_per_sequence": workload.kv_tokens,
+            "first_chunk_steps": first_chunk_steps,
+            "chunk_steps": workload.chunk_steps,
+            "engine": engine,
+        },
+        model=_model_sizes(cards[0].memory if cards else MemoryModel(dt), workload),
+        catalog=cat.gpus_file,
+        prices=cat.prices_file,
+        defaults=_defaults(workload, calibrated),
+        seed=seed,
+        requests_per_simulation=requests,
+    )
+    return Plan(inputs=inputs, scenarios=scenarios, notes=notes)

@@ -1,0 +1,218 @@
+"""Per-card models: a catalog GPU (or a profiled device) -> its memory model and step-time model.
+
+A profile calibrates the card it was measured on (same catalog name, or the profiled device
+itself when it is not in the catalog, e.g. this CPU); every other card uses the documented
+defaults. Measured weights bytes and KV bytes/token hold for any card at the same dtype.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ttsperf.errors import UserError
+from ttsperf.plan import chattts_facts as F
+from ttsperf.plan.catalog import Catalog, Gpu
+from ttsperf.plan.memory import MemoryModel, card_bytes
+from ttsperf.plan.schema import Basis
+from ttsperf.plan.steptime import ROOFLINE_HOW, Correction, StepModel, default_model, fit_step_times
+from ttsperf.profile.schema import ModelProfile
+
+
+@dataclass
+class Card:
+    name: str
+    memory_bytes: float
+    memory: MemoryModel
+    step: StepModel | None  # None: the card cannot run this dtype
+    basis: dict[str, Basis] = field(default_factory=dict)
+    note: str = ""
+    profiled: bool = False
+    tdp_w: float | None = None  # catalog TDP, for power and energy
+
+
+def plan_dtype(profiles: list[tuple[str, ModelProfile]], dtype: str | None) -> str:
+    """--dtype if given, else the profiles' dtype (they must agree), else fp16."""
+    if dtype:
+        if dtype not in F.BYTES_PER_DTYPE:
+            raise UserError(f"--dtype: expected one of {', '.join(F.BYTES_PER_DTYPE)}, found {dtype!r}")
+        return dtype
+    kinds = {p.model.dtype for _, p in profiles}
+    if len(kinds) > 1:
+        raise UserError(
+            f"--profile: the profiles use different dtypes ({', '.join(sorted(kinds))}); pass --dtype"
+        )
+    return kinds.pop() if kinds else "fp16"
+
+
+_VENDOR_WORDS = {"nvidia", "geforce", "tesla", "amd", "instinct", "radeon"}
+
+
+def _tokens(name: str) -> list[str]:
+    return [t for t in re.split(r"[^a-z0-9]+", name.lower()) if t and t not in _VENDOR_WORDS]
+
+
+def match_device(device: str, names: list[str]) -> str | None:
+    """The catalog card a profiled device is, from the name torch reports, or None.
+
+    "NVIDIA GeForce RTX 4090" -> "RTX 4090"; "NVIDIA A100-SXM4-40GB" -> "A100 40GB SXM" (every
+    catalog token equals, or failing that, if a word, starts a device token; the most specific card
+    wins; a tie is no match, so the device gets a row of its own rather than a wrong card's numbers).
+    """
+    dev = _tokens(device)
+    if not dev:
+        return None
+    # a word may abbreviate ("sxm" for "sxm4"); a model number may not ("h20" is not "h200")
+    for same in (lambda a, b: a == b, lambda a, b: a == b or (a.isalpha() and b.startswith(a))):
+        hits = [n for n in names if _tokens(n) and all(any(same(t, d) for d in dev) for t in _tokens(n))]
+        if hits:
+            most = max(len(_tokens(n)) for n in hits)
+            best = [n for n in hits if len(_tokens(n)) == most]
+            return best[0] if len(best) == 1 else None
+    return None
+
+
+def _memory_model(dtype: str, profiles: list[tuple[str, ModelProfile]]) -> MemoryModel:
+    for path, p in profiles:
+        if p.model.dtype == dtype and p.model.config == "chattts":
+            how = {
+                "weights_bytes": f"measured in {path}: {p.weights_bytes.how}",
+                "kv_bytes_per_token": f"measured in {path}: {p.kv_bytes_per_token.how}",
+            }
+            return MemoryModel(
+                dtype,
+                p.weights_bytes.value,
+                p.kv_bytes_per_token.value,
+                how=how,
+                measured={"weights_bytes", "kv_bytes_per_token"},
+            )
+    return MemoryModel(dtype)
+
+
+def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
+    """Fit the step model (and the runtime memory term) of `card` to a profile measured on it."""
+    if p.model.dtype != dtype or p.model.config != "chattts":
+        card.note = f"profile {path} is {p.model.config}/{p.model.dtype}, plan is chattts/{dtype}: not used"
+        return
+    pts = [(s.batch, s.context, s.seconds.value) for s in p.steps]
+    assert card.step is not None
+    fit = fit_step_times(pts, dtype, card.step.kv_per_token, where=path)
+    how = f"least-squares fit to {fit.n} step times measured in {path} (relative RMS error {fit.rel_rms:.1%})"
+    card.step.t_fixed, card.step.inv_bw = fit.t_fixed, fit.inv_bw
+    card.step.how["t_fixed"] = f"{fit.t_fixed * 1e3:.2f} ms, {how}"
+    card.step.how["mbu"] = f"1/(BW x MBU) = {fit.inv_bw * 1e9:.4g} s/GB, {how}"
+    card.step.measured |= {"t_fixed", "mbu"}
+    # the profile's own estimates, beside ours, so a disagreement is visible
+    if p.fixed_step_overhead_s is not None:
+        card.step.how["t_fixed"] += (
+            f"; the profile's own estimate: {p.fixed_step_overhead_s.value * 1e3:.2f} ms"
+        )
+    if p.achieved_bandwidth_gbs is not None:
+        card.step.how["mbu"] += (
+            f"; the profile's achieved bandwidth: {p.achieved_bandwidth_gbs.value:.4g} GB/s"
+        )
+    if fit.inv_flops is not None:
+        card.step.inv_flops = fit.inv_flops
+        card.step.how["mfu"] = f"1/(peak x MFU) = {fit.inv_flops * 1e12:.4g} s/TFLOP, {how}"
+        card.step.measured.add("mfu")
+    else:
+        card.step.how["mfu"] += " (not identified: no measured point was compute-bound)"
+    card.step.correction = Correction.from_points(pts, card.step)
+    card.step.how["correction"] = (
+        f"step times x measured/roofline at the {len(pts)} measured (batch, context) points of {path}, "
+        "interpolated in log batch and log context; nearest edge outside"
+    )
+    card.step.measured.add("correction")
+    card.step.prefill_points = [(q.prompt_tokens, q.seconds.value) for q in p.prefill]
+    if p.prefill:
+        card.step.how["prefill"] = f"interpolated from {len(p.prefill)} prefill times measured in {path}"
+        card.step.measured.add("prefill")
+    if p.vocoder_chunk_seconds is not None:
+        card.step.vocoder_call_s = p.vocoder_chunk_seconds.value
+        card.step.how["vocoder"] = f"one chunk's call measured in {path}: {p.vocoder_chunk_seconds.how}"
+        card.step.measured.add("vocoder")
+    elif p.decode_seconds_per_audio_second is not None:
+        card.step.vocoder_s_per_audio_s = p.decode_seconds_per_audio_second.value
+        card.step.how["vocoder"] = f"measured in {path}: {p.decode_seconds_per_audio_second.how}"
+        card.step.measured.add("vocoder")
+    if p.memory:
+        # Runtime term set so the model covers every measured peak (the rest of the model is
+        # architecture); what the measurement holds beyond weights + KV + transients.
+        # The points are decode-step peaks, so no prefill term (prompt 1).
+        excess = []
+        for m in p.memory:
+            b = card.memory.breakdown_at(m.batch, m.context, 1, F.STREAM_CHUNK_STEPS)
+            excess.append(m.peak_bytes.value - (b["total"] - b["runtime"]))
+        card.memory.runtime_bytes = max(0.0, max(excess))
+        card.memory.measured.add("runtime_bytes")
+        card.memory.how["runtime_bytes"] = (
+            f"fitted: the largest excess of {len(excess)} measured peaks in {path} over weights+KV+transients"
+        )
+    card.profiled = True
+
+
+def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtype: str) -> list[Card]:
+    mem_template = _memory_model(dtype, profiles)
+    cards: list[Card] = []
+
+    def memory() -> MemoryModel:
+        return MemoryModel(
+            dtype,
+            mem_template.weights_bytes,
+            mem_template.kv_bytes_per_token,
+            how=dict(mem_template.how),
+            measured=set(mem_template.measured),
+        )
+
+    for gpu in catalog.gpus.values():
+        cards.append(_catalog_card(gpu, dtype, memory()))
+    by_name = {c.name: c for c in cards}
+    for path, p in profiles:
+        # match against the whole catalog: a profile of a card left out by --gpus adds no row
+        name = match_device(p.device.name, catalog.known or list(catalog.gpus))
+        if name is not None:
+            if name in by_name and by_name[name].step is not None:
+                _calibrate(by_name[name], path, p, dtype)
+            continue
+        # The profiled device is not a catalog card (e.g. this CPU): it gets a row of its own.
+        if p.device.memory_bytes is None:
+            raise UserError(f"{path}: field 'device.memory_bytes': expected the device's memory, found null")
+        card = Card(
+            name=f"{p.device.name} (profiled)",
+            memory_bytes=float(p.device.memory_bytes),
+            memory=memory(),
+            step=StepModel(
+                dtype=dtype,
+                kv_per_token=float(mem_template.kv_bytes_per_token),
+                t_fixed=0.0,
+                inv_bw=0.0,
+                inv_flops=0.0,
+                how={"mfu": "0: compute term off", **ROOFLINE_HOW},
+            ),
+            basis={"memory": Basis(kind="measured", how=f"{path}: device.memory_bytes")},
+        )
+        _calibrate(card, path, p, dtype)
+        cards.append(card)
+    return cards
+
+
+def _catalog_card(gpu: Gpu, dtype: str, memory: MemoryModel) -> Card:
+    peak = gpu.tflops.get(dtype)
+    card = Card(
+        name=gpu.name,
+        memory_bytes=card_bytes(gpu.memory_gb),
+        memory=memory,
+        step=None,
+        tdp_w=gpu.tdp_w,
+        basis={
+            "memory": Basis(kind="sourced", how=f"catalog memory_gb {gpu.memory_gb:g} (as GiB): {gpu.source}")
+        },
+    )
+    if peak is None:
+        card.note = f"no {dtype} support listed in the catalog"
+        return card
+    card.step = default_model(dtype, float(memory.kv_bytes_per_token), gpu.bandwidth_gbs, peak)
+    card.step.how["bandwidth"] = (
+        f"{gpu.bandwidth_gbs:g} GB/s, {peak:g} TFLOPS {dtype} (catalog: {gpu.source[:60]}...)"
+    )
+    return card

@@ -1,0 +1,108 @@
+"""Rent or own: a bought card's hourly cost = purchase price amortised + electricity.
+
+    usd_per_gpu_hour (owned) = purchase / amortisation hours + TDP x busy fraction / 1000 x USD per kWh
+
+The busy fraction is the simulated share of time the worker is prefilling, stepping or vocoding
+at the card's capacity; a busy card is assumed to draw its TDP and an idle one nothing (no
+measured power yet: `bench` reads NVML where a GPU is present). Launch prices of consumer cards
+ship in data/purchase.csv with their source; any other purchase price is the user's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from ttsperf.errors import UserError
+from ttsperf.plan.catalog import parse_positive, read_rows, resolve_name
+
+SHIPPED_PURCHASES = "purchase.csv"
+PURCHASE_COLUMNS: dict[str, tuple[bool, str]] = {
+    "gpu": (True, "text"),
+    "usd": (True, "positive"),
+    "date": (True, "text"),
+    "source": (True, "text"),
+}
+HOURS = {"h": 1.0, "d": 24.0, "m": 730.0, "y": 8760.0}  # a month = 8760 / 12 hours
+
+
+@dataclass(frozen=True)
+class Purchase:
+    gpu: str
+    usd: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Ownership:
+    """Cards the team buys instead of renting, and how their cost is spread."""
+
+    purchases: dict[str, Purchase]
+    hours: float  # amortisation period
+    usd_per_kwh: float | None  # None: electricity left out (and said so)
+
+    def usd_per_gpu_hour(self, gpu: str, watts: float | None) -> tuple[float, str]:
+        p = self.purchases[gpu]
+        cost = p.usd / self.hours
+        how = f"${p.usd:,.0f} ({p.source}) / {self.hours:,.0f} h"
+        if self.usd_per_kwh is None:
+            return cost, how + "; electricity not included (pass --electricity USD/kWh)"
+        if watts is None:
+            return cost, how + "; no TDP in the catalog, electricity not included"
+        cost += watts / 1000 * self.usd_per_kwh
+        return cost, how + f" + {watts:.0f} W (TDP x busy fraction) x ${self.usd_per_kwh:g}/kWh"
+
+
+def parse_amortize(text: str) -> float:
+    """`3y`, `36m`, `1095d`, `26280h` -> hours."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([hdmy])\s*", text.lower())
+    if not m or not float(m.group(1)) > 0:
+        raise UserError(f"--amortize: expected a period like 3y, 36m, 1095d or 26280h, found {text!r}")
+    return float(m.group(1)) * HOURS[m.group(2)]
+
+
+def parse_electricity(text: str) -> float:
+    """`0.15` or `0.15/kWh` -> USD per kWh."""
+    raw = text.strip()
+    if raw.lower().endswith("/kwh"):
+        raw = raw[: -len("/kwh")]
+    return parse_positive(raw.strip().lstrip("$"), f"--electricity {text!r}: USD per kWh")
+
+
+def load_purchases(known: list[str], path: Path | None = None) -> dict[str, Purchase]:
+    label, rows = read_rows(path, SHIPPED_PURCHASES, PURCHASE_COLUMNS)
+    out: dict[str, Purchase] = {}
+    for _, line, r in rows:
+        try:
+            gpu = resolve_name(str(r["gpu"]), known, f"{label}: line {line}: field 'gpu'")
+        except UserError:
+            if path is not None:
+                raise
+            continue  # a shipped price for a card the user filtered out of the catalog
+        out[gpu] = Purchase(gpu, float(r["usd"]), f"{r['source']}, {r['date']}")  # type: ignore[arg-type]
+    return out
+
+
+def parse_own(flags: list[str], known: list[str], amortize: str, electricity: str | None) -> Ownership | None:
+    """`--own "RTX 4090=1599"` (or `--own "RTX 4090"` for the shipped launch price) -> Ownership."""
+    if not flags:
+        return None
+    shipped = load_purchases(known)
+    purchases: dict[str, Purchase] = {}
+    for flag in flags:
+        name, sep, value = flag.rpartition("=") if "=" in flag else (flag, "", "")
+        gpu = resolve_name(name.strip(), known, "--own")
+        if sep:
+            usd = parse_positive(value.strip().lstrip("$"), f"--own {flag!r}: purchase price in USD")
+            purchases[gpu] = Purchase(gpu, usd, "user --own")
+        elif gpu in shipped:
+            purchases[gpu] = shipped[gpu]
+        else:
+            raise UserError(
+                f"--own {flag!r}: no shipped purchase price for {gpu} (shipped: "
+                f"{', '.join(shipped) or 'none'}); expected NAME=USD"
+            )
+    return Ownership(
+        purchases, parse_amortize(amortize), parse_electricity(electricity) if electricity else None
+    )

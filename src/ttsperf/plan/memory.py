@@ -1,0 +1,166 @@
+"""Memory model: how many sequences fit on a card for a workload.
+
+    total(B) = runtime + weights + frag x (KV/token x B x context + transients(B))
+
+- weights: every resident parameter (GPT, Embed, Decoder, DVAE, Vocos) x bytes per dtype, or the
+  weights bytes a profile measured;
+- runtime: memory the process holds outside the tensor allocator (CUDA context, cuBLAS/cuDNN
+  workspaces) - an assumption unless a profile on that card measured it;
+- KV: 2 x layers x hidden x bytes per token per sequence (reference/chattts.md), for every token a
+  running sequence holds: prompt + all the audio steps it will decode;
+- transients: the largest short-lived working set of one engine iteration (a decode step plus the
+  decoder/vocoder call over the chunks it emits, or one prompt's prefill), from the shapes;
+- frag: the caching allocator's rounding and fragmentation on what is allocated while serving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ttsperf.plan import chattts_facts as F
+
+GIB = 1024**3
+
+# --- Defaults: each is an assumption, with where it comes from (docs/PLANNING.md repeats them). ---
+# A process that only initialised CUDA shows ~781 MB in nvidia-smi (pytorch/pytorch#34323); the
+# context size varies with driver, GPU and loaded libraries.
+DEFAULT_RUNTIME_BYTES = 781 * 1024**2
+DEFAULT_RUNTIME_SOURCE = "assumption: ~781 MB CUDA context as reported in pytorch/pytorch#34323"
+# 10 % headroom for allocator rounding/fragmentation; vLLM's default gpu_memory_utilization=0.9
+# leaves the same share of a card unused.
+DEFAULT_FRAGMENTATION = 1.10
+DEFAULT_FRAGMENTATION_SOURCE = "assumption: 10% headroom, as vLLM's default gpu_memory_utilization 0.9"
+# Vendor VRAM "GB" are binary in practice (a "24 GB" RTX 4090 reports 24,564 MiB).
+CARD_GB_IS_GIB_SOURCE = "assumption: catalog memory_gb read as GiB (vendor VRAM sizes are binary)"
+
+# Working-set widths (elements per row) from the architecture; see transients().
+DECODER_CHANNELS = 4 * 512  # ConvNeXt inverted bottleneck: 4 x hidden 512 (standard ConvNeXt expansion)
+FRAMES_PER_STEP = 2
+
+
+@dataclass
+class Workload:
+    """One request: how much audio, how long a prompt, how it streams."""
+
+    audio_seconds: float = 8.0  # the guide's "8 s" clips
+    prompt_tokens: int = 64  # assumption: a sentence plus ChatTTS's control tokens
+    first_chunk_steps: int = F.STREAM_CHUNK_STEPS
+    chunk_steps: int = F.STREAM_CHUNK_STEPS
+    lookahead_steps: int = 4  # ttsperf's engine holds back 4 steps of each non-final chunk
+    # KV tokens reserved per sequence: None = what the request uses (an engine sized to the
+    # workload); ttsperf's engine preallocates max_prompt_tokens + max_new_tokens per slot
+    slot_tokens: int | None = None
+
+    @property
+    def steps(self) -> int:
+        return F.steps_for_audio(self.audio_seconds)
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens one sequence holds in the KV cache when it finishes: prompt + every decoded step."""
+        return self.prompt_tokens + self.steps
+
+    @property
+    def kv_tokens(self) -> int:
+        """KV cache reserved per sequence."""
+        return self.slot_tokens or self.context_tokens
+
+
+@dataclass
+class MemoryModel:
+    dtype: str = "fp16"
+    weights_bytes: float | None = None  # None -> computed from parameter counts
+    kv_bytes_per_token: float | None = None  # None -> 2 x layers x hidden x bytes
+    runtime_bytes: float = DEFAULT_RUNTIME_BYTES
+    fragmentation: float = DEFAULT_FRAGMENTATION
+    how: dict[str, str] = field(default_factory=dict)  # field -> where the number comes from
+    measured: set[str] = field(default_factory=set)  # fields taken or fitted from a profile
+
+    def __post_init__(self) -> None:
+        b = F.BYTES_PER_DTYPE[self.dtype]
+        if self.weights_bytes is None:
+            self.weights_bytes = F.TOTAL_PARAMS * b
+            self.how.setdefault("weights_bytes", f"{F.TOTAL_PARAMS:,} parameters x {b} B ({self.dtype})")
+        if self.kv_bytes_per_token is None:
+            self.kv_bytes_per_token = F.kv_bytes_per_token(self.dtype)
+            self.how.setdefault("kv_bytes_per_token", f"2 x {F.LAYERS} layers x {F.HIDDEN} x {b} B")
+        self.how.setdefault("runtime_bytes", DEFAULT_RUNTIME_SOURCE)
+        self.how.setdefault("fragmentation", DEFAULT_FRAGMENTATION_SOURCE)
+
+    @property
+    def act_bytes(self) -> int:
+        return F.BYTES_PER_DTYPE[self.dtype]
+
+    def kv_bytes(self, batch: int, context: int) -> float:
+        return float(self.kv_bytes_per_token) * batch * context  # type: ignore[arg-type]
+
+    def transients(self, batch: int, context: int, prompt: int, chunk_steps: int) -> float:
+        """Largest working set of one engine iteration (bytes), outside weights and KV.
+
+        Decode step: per row the hidden state and residual (4 x hidden), MLP gate+up
+        (2 x intermediate), fp32 attention scores over the full context (heads x context x 4 B) and
+        fp32 code logits (4 x 626 x 4 B); plus a decoder/vocoder call over one chunk for every row
+        (frames x 4 x 512 channels, input and output buffers).
+        Prefill: one prompt at a time: MLP and hidden per token, fp32 attention scores
+        heads x P x P (eager attention) and fp32 logits per position.
+        """
+        b = self.act_bytes
+        per_row = (
+            4 * F.HIDDEN * b
+            + 2 * F.INTERMEDIATE * b
+            + F.HEADS * context * 4
+            + F.CODEBOOKS * F.CODE_VOCAB * 4
+            + 2 * FRAMES_PER_STEP * chunk_steps * DECODER_CHANNELS * b
+        )
+        p = prompt
+        prefill = (
+            p * (4 * F.HIDDEN + 2 * F.INTERMEDIATE) * b
+            + F.HEADS * p * p * 4
+            + p * F.CODEBOOKS * F.CODE_VOCAB * 4
+        )
+        return max(batch * per_row, prefill)
+
+    def breakdown_at(self, batch: int, context: int, prompt: int, chunk_steps: int) -> dict[str, float]:
+        """Bytes per component with `batch` sequences of `context` tokens each."""
+        kv = self.kv_bytes(batch, context)
+        tr = self.transients(batch, context, prompt, chunk_steps)
+        parts = {
+            "weights": float(self.weights_bytes),  # type: ignore[arg-type]
+            "runtime": float(self.runtime_bytes),
+            "kv_cache": kv,
+            "transients": tr,
+            "fragmentation": (self.fragmentation - 1.0) * (kv + tr),
+        }
+        parts["total"] = sum(parts.values())
+        return parts
+
+    def breakdown(self, batch: int, w: Workload) -> dict[str, float]:
+        return self.breakdown_at(batch, w.kv_tokens, w.prompt_tokens, w.chunk_steps)
+
+    def total(self, batch: int, w: Workload) -> float:
+        return self.breakdown(batch, w)["total"]
+
+    def per_audio_second(self, w: Workload) -> float:
+        """Bytes one more second of audio adds to one sequence (KV for 46.875 steps, x frag)."""
+        return float(self.kv_bytes_per_token) * F.STEPS_PER_AUDIO_SECOND * self.fragmentation  # type: ignore[arg-type]
+
+    def max_batch(self, card_bytes: float, w: Workload, cap: int | None = None) -> int:
+        """Largest B with total(B) <= card memory (0: not even one sequence fits)."""
+        if self.total(1, w) > card_bytes:
+            return 0
+        lo, hi = 1, 2
+        limit = cap if cap else 1 << 24
+        while hi <= limit and self.total(hi, w) <= card_bytes:
+            lo, hi = hi, hi * 2
+        hi = min(hi, limit + 1)
+        while hi - lo > 1:  # total() grows with B, so bisection finds the boundary
+            mid = (lo + hi) // 2
+            if self.total(mid, w) <= card_bytes:
+                lo = mid
+            else:
+                hi = mid
+        return min(lo, limit)
+
+
+def card_bytes(memory_gb: float) -> float:
+    return memory_gb * GIB

@@ -1,0 +1,102 @@
+"""Plan: the versioned JSON `ttsperf plan` writes (pydantic).
+
+Every number in a row carries a basis: `measured` (read from a profile of that card),
+`projected` (computed by the models here; `how` gives the formula and its inputs) or `sourced`
+(copied from a data file or a flag, e.g. a price; `how` names the row).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ttsperf import __version__
+
+PLAN_SCHEMA = "ttsperf.plan"
+PLAN_VERSION = 1
+
+
+class Basis(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: Literal["measured", "projected", "sourced"]
+    how: str
+
+
+class Default(BaseModel):
+    """An assumption the plan used, with where it comes from."""
+
+    model_config = ConfigDict(extra="forbid")
+    value: float | str
+    source: str
+
+
+class PlanRow(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    gpu: str
+    fits: bool
+    max_batch: int = Field(description="most sequences of this workload that fit in memory")
+    step_ms: float | None = Field(description="decode step at the target load per GPU")
+    p50_s: float | None = Field(description="E2E latency at the target load per GPU")
+    p99_s: float | None
+    ttfa_p99_s: float | None
+    rtf_p99: float | None = Field(None, description="E2E / audio seconds, P99, at the target load per GPU")
+    underrun_p99_s: float | None = Field(None, description="worst playback stall per request, P99")
+    mean_batch: float | None = Field(None, description="rows per decode step at the target load per GPU")
+    max_streams: int | None = Field(description="most streams per GPU meeting the SLO (streams load)")
+    max_rate_rps: float | None = Field(description="most requests/s per GPU meeting the SLO (rate load)")
+    meets_slo: bool
+    gpus_needed: int | None
+    usd_per_gpu_hour: float | None
+    usd_per_hour: float | None = Field(description="gpus_needed x usd_per_gpu_hour")
+    usd_per_audio_hour: float | None = Field(description="at the most load per GPU meeting the SLO")
+    watts: float | None = Field(None, description="TDP x busy fraction at the target load per GPU")
+    kwh_per_audio_hour: float | None = Field(None, description="energy per audio hour at capacity")
+    memory_bytes: dict[str, float] = Field(description="memory model at max_batch")
+    note: str = ""
+    basis: dict[str, Basis]
+
+
+class Slo(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    limits: dict[str, float] = Field(description="metric -> upper bound in seconds (rtf_p99: ratio)")
+    how: str
+
+
+class ScenarioPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    scenario: str
+    description: str
+    slo: Slo
+    load: dict[str, float | str]
+    objective: str
+    rows: list[PlanRow]
+    recommendation: str
+
+
+class PlanInputs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    profiles: list[str]
+    calibration: str
+    workload: dict[str, float | int | str]
+    model: dict[str, float | int | str] = Field(description="sizes the memory model starts from, with how")
+    catalog: str
+    prices: str
+    defaults: dict[str, Default]
+    seed: int
+    requests_per_simulation: int
+
+
+class Plan(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    schema_: Literal["ttsperf.plan"] = Field(PLAN_SCHEMA, alias="schema")
+    version: Literal[1] = PLAN_VERSION
+    created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    ttsperf_version: str = __version__
+    inputs: PlanInputs
+    scenarios: list[ScenarioPlan]
+    notes: list[str] = Field(default_factory=list)
+
+    def dump(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True)

@@ -1,0 +1,257 @@
+"""Step-time model: how long one engine decode step, one prefill and one vocoder call take.
+
+    t(B, L) = t_fixed + max(bytes(B, L) / (BW x MBU), flops(B, L) / (peak x MFU))
+
+bytes and flops come from the architecture (chattts_facts); t_fixed, 1/(BW x MBU) and
+1/(peak x MFU) are either fitted to a profile's measured step times (least squares) or documented
+defaults. `L` enters as the sum of the contexts of the rows in the batch, so rows of different
+ages cost what they really read.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ttsperf.errors import UserError
+from ttsperf.plan import chattts_facts as F
+
+# --- Defaults: assumptions, each with its source (repeated in docs/PLANNING.md). ---
+# reference/chattts.md [quote]: stock eager ChatTTS at batch 1 spends >90% of a step in fixed
+# per-step overhead, 6-14 ms observed on an RTX 4090 against a ~0.4 ms bandwidth floor. We take
+# the middle of that range, and the same for every card: the overhead is host-side (Python,
+# kernel launches, sampling), so it follows the host, not the GPU.
+DEFAULT_T_FIXED_S = 0.010
+DEFAULT_T_FIXED_SOURCE = (
+    "quote: 6-14 ms/step at batch 1 on an RTX 4090, stock eager (reference/chattts.md); midpoint"
+)
+# Model bandwidth utilisation: serving stacks reach ~60-85% of peak bandwidth in decode
+# (rule of thumb, open-source-ai.tech glossary "model bandwidth utilization"); an eager PyTorch
+# engine sits at the low end.
+DEFAULT_MBU = 0.60
+DEFAULT_MBU_SOURCE = "assumption: low end of the 60-85% MBU rule of thumb for decode"
+# No published figure for ChatTTS; decode is bandwidth-bound on every catalog card at the batch
+# sizes that fit, so this mostly shapes prefill.
+DEFAULT_MFU = 0.50
+DEFAULT_MFU_SOURCE = "assumption: no published ChatTTS figure; matters for prefill, rarely for decode"
+# Decoder + Vocos: both run at 93.75 mel frames/s; each frame meets every weight about once.
+VOCODER_PARAMS = F.PARAMS["decoder"] + F.PARAMS["vocos"]
+VOCODER_FLOPS_PER_AUDIO_SECOND = 2 * VOCODER_PARAMS * 2 * F.STEPS_PER_AUDIO_SECOND
+
+
+def decode_bytes(batch, sum_context, dtype: str, kv_per_token: float):
+    """Bytes one decode step moves: every decode weight once, every cached K/V read, one written."""
+    b = F.BYTES_PER_DTYPE[dtype]
+    return F.DECODE_WEIGHT_PARAMS * b + kv_per_token * (np.asarray(sum_context) + np.asarray(batch))
+
+
+def decode_flops(batch, sum_context):
+    """2 flops per weight per row, plus QK^T and AV over each row's context (2 x 2 x hidden per token)."""
+    return 2.0 * F.DECODE_WEIGHT_PARAMS * np.asarray(batch) + 4.0 * F.LAYERS * F.HIDDEN * np.asarray(
+        sum_context
+    )
+
+
+def prefill_bytes(prompt: int, dtype: str, kv_per_token: float) -> float:
+    return F.DECODE_WEIGHT_PARAMS * F.BYTES_PER_DTYPE[dtype] + kv_per_token * prompt
+
+
+def prefill_flops(prompt: int) -> float:
+    # causal attention: each token attends to half the prompt on average
+    return 2.0 * F.DECODE_WEIGHT_PARAMS * prompt + 2.0 * F.LAYERS * F.HIDDEN * prompt * prompt
+
+
+@dataclass
+class Correction:
+    """measured / fitted-roofline step time at a profile's (batch, context) grid, interpolated.
+
+    On the device a profile measured, the roofline's shape can miss what really happens (on CPU,
+    caches and the attention kernel make long contexts cost more than their bytes): multiplying by
+    this factor makes the model return the measured time at every measured point, interpolate
+    between them (linearly in log batch and log context) and keep the nearest edge's factor
+    outside the measured range.
+    """
+
+    log_b: np.ndarray  # sorted log batch values
+    log_l: np.ndarray  # sorted log context values
+    factor: np.ndarray  # (len(log_b), len(log_l))
+
+    def __call__(self, batch: float, mean_context: float) -> float:
+        lb, ll = math.log(max(batch, 1.0)), math.log(max(mean_context, 1.0))
+        col = [np.interp(ll, self.log_l, row) for row in self.factor]
+        return float(np.interp(lb, self.log_b, col))
+
+    @classmethod
+    def from_points(cls, points: list[tuple[int, int, float]], model: StepModel) -> Correction:
+        bs = sorted({p[0] for p in points})
+        ls = sorted({p[1] for p in points})
+        sums = np.zeros((len(bs), len(ls)))
+        counts = np.zeros((len(bs), len(ls)))
+        for b, c, t in points:
+            i, j = bs.index(b), ls.index(c)
+            sums[i, j] += t / float(model.roofline(b, b * c))
+            counts[i, j] += 1
+        # a (batch, context) pair the profile did not measure keeps the roofline (factor 1)
+        factor = np.where(counts > 0, sums / np.maximum(counts, 1), 1.0)
+        return cls(np.log(np.array(bs, float)), np.log(np.array(ls, float)), factor)
+
+
+@dataclass
+class StepModel:
+    """Seconds per step on one device. inv_bw = 1/(BW x MBU) s/B; inv_flops = 1/(peak x MFU) s/flop."""
+
+    dtype: str
+    kv_per_token: float
+    t_fixed: float
+    inv_bw: float
+    inv_flops: float
+    how: dict[str, str] = field(default_factory=dict)
+    measured: set[str] = field(default_factory=set)  # parameters fitted to a profile of this card
+    prefill_points: list[tuple[int, float]] = field(default_factory=list)  # measured (P, s)
+    vocoder_s_per_audio_s: float | None = None  # measured on this card
+    vocoder_call_s: float | None = None  # one streamed chunk's call, measured on this card
+    vocoder_fixed: float | None = None  # a call's launch cost; None = t_fixed (assumption)
+    correction: Correction | None = None  # measured/roofline on this card's profile grid
+
+    def roofline(self, batch, sum_context):
+        """t_fixed + max(bytes/(BW MBU), flops/(peak MFU)) for `batch` rows holding `sum_context` tokens."""
+        mem = decode_bytes(batch, sum_context, self.dtype, self.kv_per_token) * self.inv_bw
+        comp = decode_flops(batch, sum_context) * self.inv_flops
+        return self.t_fixed + np.maximum(mem, comp)
+
+    def factor(self, batch: float, sum_context: float) -> float:
+        return 1.0 if self.correction is None else self.correction(batch, sum_context / max(batch, 1))
+
+    def step(self, batch, sum_context):
+        """Seconds for one decode step (vectorised over sum_context): the roofline x the correction."""
+        t = self.roofline(batch, sum_context)
+        if self.correction is None:
+            return t
+        return t * np.vectorize(lambda s: self.factor(batch, s))(sum_context)
+
+    def coefficients(self) -> tuple[float, float, float, float, float]:
+        """t = c0 + max(c1 + c2 x (sum_context + B), c3 x B + c4 x sum_context): roofline() unrolled,
+        for the simulator's scalar fast path (which applies the correction per run of steps)."""
+        b = F.BYTES_PER_DTYPE[self.dtype]
+        return (
+            self.t_fixed,
+            F.DECODE_WEIGHT_PARAMS * b * self.inv_bw,
+            self.kv_per_token * self.inv_bw,
+            2.0 * F.DECODE_WEIGHT_PARAMS * self.inv_flops,
+            4.0 * F.LAYERS * F.HIDDEN * self.inv_flops,
+        )
+
+    def prefill(self, prompt: int, n: int = 1) -> float:
+        """One prefill call over `n` prompts of `prompt` tokens each (admitted together).
+
+        Measured points (one prompt of P tokens) are interpolated at n x P tokens: a batched
+        prefill processes that many tokens in one call.
+        """
+        if self.prefill_points:
+            tokens = n * prompt
+            ps, ts = zip(*sorted(self.prefill_points), strict=True)
+            if len(ps) == 1:
+                return float(ts[0]) * tokens / ps[0]
+            if tokens > ps[-1]:  # extend the last measured slope; np.interp would clamp
+                slope = (ts[-1] - ts[-2]) / (ps[-1] - ps[-2])
+                return float(ts[-1] + slope * (tokens - ps[-1]))
+            return float(np.interp(tokens, ps, ts))
+        mem = prefill_bytes(prompt * n, self.dtype, self.kv_per_token) * self.inv_bw
+        comp = n * prefill_flops(prompt) * self.inv_flops
+        return self.t_fixed + max(mem, comp)
+
+    def vocoder(self, audio_seconds: float) -> float:
+        """One Decoder+Vocos call over `audio_seconds` of new audio (one row's chunk, or all rows').
+
+        A measured per-chunk call or rate when the profile has one for this card; else the same
+        roofline shape as a step: a fixed launch cost (vocoder_fixed, assumed equal to t_fixed
+        unless set: 12 + 8 conv blocks launch kernels like 20 transformer layers do) plus the
+        convolutions' weight reads or flops.
+        """
+        if audio_seconds <= 0:
+            return 0.0
+        if self.vocoder_call_s is not None:  # measured per call: the launch cost dominates a chunk
+            return self.vocoder_call_s
+        if self.vocoder_s_per_audio_s is not None:
+            return self.vocoder_s_per_audio_s * audio_seconds
+        b = F.BYTES_PER_DTYPE[self.dtype]
+        mem = VOCODER_PARAMS * b * self.inv_bw
+        comp = VOCODER_FLOPS_PER_AUDIO_SECOND * audio_seconds * self.inv_flops
+        fixed = self.t_fixed if self.vocoder_fixed is None else self.vocoder_fixed
+        return fixed + max(mem, comp)
+
+
+ROOFLINE_HOW = {
+    "prefill": "roofline over n x P prompt tokens: t_fixed + max(bytes/(BW MBU), flops/(peak MFU))",
+    "vocoder": "per call: launch cost + max(Decoder+Vocos weights/(BW x MBU), "
+    "2 x params x 93.75 frames/s x audio s/(peak x MFU)); launch cost = t_fixed is an assumption",
+}
+
+
+def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tflops: float) -> StepModel:
+    return StepModel(
+        dtype=dtype,
+        kv_per_token=kv_per_token,
+        t_fixed=DEFAULT_T_FIXED_S,
+        inv_bw=1.0 / (bandwidth_gbs * 1e9 * DEFAULT_MBU),
+        inv_flops=1.0 / (peak_tflops * 1e12 * DEFAULT_MFU),
+        how={
+            "t_fixed": DEFAULT_T_FIXED_SOURCE,
+            "mbu": f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})",
+            "mfu": f"{DEFAULT_MFU:.2f} ({DEFAULT_MFU_SOURCE})",
+            **ROOFLINE_HOW,
+        },
+    )
+
+
+@dataclass
+class Fit:
+    t_fixed: float
+    inv_bw: float
+    inv_flops: float | None  # None: no measured point was compute-bound, so it is not identified
+    rel_rms: float  # root-mean-square relative error over the points
+    n: int
+
+
+def fit_step_times(
+    points: list[tuple[int, int, float]], dtype: str, kv_per_token: float, where: str = "profile"
+) -> Fit:
+    """Least-squares fit of t_fixed, 1/(BW MBU), 1/(peak MFU) to measured (batch, context, seconds).
+
+    For a fixed ratio r = inv_flops / inv_bw the model is linear in (t_fixed, inv_bw):
+    t = t_fixed + inv_bw x max(bytes, r x flops). We scan r on a log grid (r = 0: purely
+    bandwidth-bound) and keep the best relative-error fit with non-negative parameters.
+    What the fit misses, Correction keeps (on the profiled card only).
+    """
+    if len(points) < 2:
+        raise UserError(
+            f"{where}: field 'steps': expected at least 2 measured (batch, context) step times to fit "
+            f"t_fixed and bandwidth, found {len(points)}"
+        )
+    batch = np.array([p[0] for p in points], dtype=float)
+    sum_ctx = np.array([p[0] * p[1] for p in points], dtype=float)
+    t = np.array([p[2] for p in points], dtype=float)
+    by = decode_bytes(batch, sum_ctx, dtype, kv_per_token)
+    fl = decode_flops(batch, sum_ctx)
+    scale = float(np.median(by / fl))
+    best: tuple[float, float, float, float] | None = None  # err, t_fixed, inv_bw, r
+    for r in [0.0, *(scale * np.logspace(-3, 3, 121))]:
+        z = np.maximum(by, r * fl)
+        w = 1.0 / t  # relative error weights
+        a = np.stack([np.ones_like(z), z], axis=1) * w[:, None]
+        coef, *_ = np.linalg.lstsq(a, t * w, rcond=None)
+        t0, k = float(coef[0]), float(coef[1])
+        if k < 0:  # time cannot fall as bytes grow: bandwidth term off, t_fixed = mean
+            t0, k = float(np.sum(t * w * w) / np.sum(w * w)), 0.0
+        if t0 < 0:
+            t0 = 0.0
+            k = max(0.0, float(np.sum(z * t * w * w) / np.sum(z * z * w * w)))
+        err = float(np.sqrt(np.mean(((t0 + k * z) - t) ** 2 / t**2)))
+        if best is None or err < best[0] - 1e-12:
+            best = (err, t0, k, r)
+    assert best is not None
+    err, t0, k, r = best
+    compute_bound = r > 0 and bool(np.any(r * fl > by))
+    return Fit(t_fixed=t0, inv_bw=k, inv_flops=(r * k if compute_bound else None), rel_rms=err, n=len(points))

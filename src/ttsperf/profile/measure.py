@@ -1,0 +1,225 @@
+"""`ttsperf profile`: memory and speed of ChatTTS on this device, measured through the engine's
+own step (slot forward + code heads + per-row sampling), written as a ModelProfile for `plan`.
+
+Every timing: warm-up first, the device synchronised before each clock read, median of repeats
+with the interquartile range as spread. Memory: on CUDA the allocator's peak; on CPU the bytes of
+the engine's tensors (weights + KV slots) and the process RSS, both reported.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import time
+from collections.abc import Callable
+
+import psutil
+import torch
+
+from ttsperf import __version__
+from ttsperf.engine.stream import AudioDecoder
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.kv import KVSlots
+from ttsperf.model.pipeline import Pipeline
+from ttsperf.model.sampling import PENALTY_WINDOW, SamplingParams, sample
+from ttsperf.profile.schema import (
+    DeviceInfo,
+    Measured,
+    MemoryPoint,
+    ModelInfo,
+    ModelProfile,
+    PrefillPoint,
+    StepPoint,
+)
+
+Progress = Callable[[str], None]
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def _time(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int) -> tuple[float, float]:
+    """(median seconds, interquartile range)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    q = statistics.quantiles(times, n=4) if len(times) >= 2 else [times[0]] * 3
+    return statistics.median(times), q[2] - q[0]
+
+
+def _how(repeats: int, warmup: int, device: torch.device, what: str) -> str:
+    sync = "torch.cuda.synchronize before each clock read" if device.type == "cuda" else "CPU, synchronous"
+    return f"{what}: median of {repeats} after {warmup} warm-up, {sync}; spread = interquartile range"
+
+
+def _measured(seconds: float, spread: float, n: int, how: str, unit: str = "s") -> Measured:
+    return Measured(value=seconds, unit=unit, how=how, spread=spread, n=n)
+
+
+def device_info(device: torch.device) -> DeviceInfo:
+    if device.type == "cuda":
+        props = torch.cuda.get_device_properties(device)
+        return DeviceInfo(name=props.name, kind="cuda", memory_bytes=props.total_memory)
+    name = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), name)
+    except OSError:
+        pass
+    threads = torch.get_num_threads()
+    return DeviceInfo(
+        name=f"{name} ({threads} threads)", kind="cpu", memory_bytes=psutil.virtual_memory().total
+    )
+
+
+@torch.inference_mode()
+def profile_model(
+    pipe: Pipeline,
+    *,
+    batches: list[int],
+    contexts: list[int],
+    prompts: list[int],
+    repeats: int = 10,
+    warmup: int = 3,
+    progress: Progress | None = None,
+) -> ModelProfile:
+    say = progress or (lambda _msg: None)
+    device, cfg, g = pipe.device, pipe.cfg, pipe.cfg.gpt
+    model = pipe.model
+    dtype = next(model.gpt.parameters()).dtype
+    elem = torch.finfo(dtype).bits // 8
+    weights = sum(p.numel() * p.element_size() for p in model.parameters())
+    fwd = SlotForward(model.gpt)
+    head_dim = g.hidden_size // g.num_attention_heads
+    gen = torch.Generator().manual_seed(0)
+    params = SamplingParams(seed=0)
+
+    def slots_for(batch: int, length: int) -> KVSlots:
+        layers, kv_heads = g.num_hidden_layers, g.num_key_value_heads
+        return KVSlots(layers, batch, kv_heads, length, head_dim, dtype=dtype, device=device)
+
+    kv_probe = slots_for(1, 1024)
+    kv_per_token = kv_probe.nbytes / 1024
+    del kv_probe
+
+    memory: list[MemoryPoint] = []
+    steps: list[StepPoint] = []
+    for batch in batches:
+        for ctx in contexts:
+            say(f"decode step, batch {batch}, context {ctx}")
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(device)
+            slots = slots_for(batch, ctx + 1)
+            x = torch.randn(batch, g.hidden_size, generator=gen).to(device, dtype)
+            pos = torch.full((batch,), ctx, device=device)
+
+            history = torch.randint(
+                0, g.num_audio_tokens - 1, (batch, g.num_vq, PENALTY_WINDOW), generator=gen
+            )
+            gens = [torch.Generator().manual_seed(r) for r in range(batch)]
+
+            def step() -> None:
+                logits = model.embed.code_logits(fwd.decode(x, slots, pos)).cpu()  # noqa: B023
+                sample(logits, history, [params] * batch, [True] * batch, g.eos_token, gens)  # noqa: B023
+
+            t, spread = _time(step, device, repeats, warmup)
+            how = _how(
+                repeats,
+                warmup,
+                device,
+                "engine decode step (slot forward + code heads + batched per-row sampling)",
+            )
+            steps.append(StepPoint(batch=batch, context=ctx, seconds=_measured(t, spread, repeats, how)))
+            if device.type == "cuda":
+                used, how = (
+                    torch.cuda.max_memory_allocated(device),
+                    "torch.cuda.max_memory_allocated, timed steps",
+                )
+                rss = None
+            else:
+                used, how = (
+                    weights + slots.nbytes,
+                    "the engine's tensor bytes: weights + KV slots (no allocator peak)",
+                )
+                rss_now = psutil.Process().memory_info().rss
+                rss = Measured(value=rss_now, unit="B", how="process RSS after the timed steps")
+            peak = Measured(value=used, unit="B", how=how)
+            memory.append(MemoryPoint(batch=batch, context=ctx, peak_bytes=peak, rss_bytes=rss))
+            del slots
+
+    few = max(3, repeats // 2)
+    prefill: list[PrefillPoint] = []
+    for n in prompts:
+        say(f"prefill, {n} prompt tokens")
+        slots = slots_for(1, n)
+        e = torch.randn(1, n, g.hidden_size, generator=gen).to(device, dtype)
+        t, spread = _time(lambda: fwd.prefill(e, slots, 0), device, few, 1)  # noqa: B023
+        how = _how(few, 1, device, "slot-forward prefill of one prompt")
+        prefill.append(PrefillPoint(prompt_tokens=n, seconds=_measured(t, spread, few, how)))
+
+    say("decoder + vocoder")
+    audio_steps = round(5 * cfg.steps_per_second)
+    hidden = [torch.randn(g.hidden_size, generator=gen).to(device) for _ in range(audio_steps)]
+
+    def whole() -> None:
+        AudioDecoder(model, 0).emit(hidden, final=True)
+
+    t, spread = _time(whole, device, few, 1)
+    seconds_of_audio = audio_steps / cfg.steps_per_second
+    how = _how(few, 1, device, "Decoder + Vocos over 5 s of audio, divided by the audio seconds")
+    decode_rate = _measured(t / seconds_of_audio, spread / seconds_of_audio, few, how, unit="s/s")
+    chunk_steps = 24 + (AudioDecoder(model, 4).ctx_frames + 1) // 2
+
+    def one_chunk() -> None:
+        d = AudioDecoder(model, 4)
+        d.emitted = d.ctx_frames * d.hop  # as deep into a stream as a full left context reaches
+        d.emit(hidden[: chunk_steps + 24], final=False)
+
+    t, spread = _time(one_chunk, device, few, 1)
+    how = _how(few, 1, device, "one streamed chunk (24 new steps + left context), Decoder + Vocos")
+    chunk_seconds = _measured(t, spread, few, how)
+
+    # Achieved bandwidth: bytes a step must read (weights + the KV it attends over) / its time,
+    # best point. An upper bound on memory time, since it counts every step cost as memory.
+    best = max(steps, key=lambda s: (weights + kv_per_token * s.batch * s.context) / s.seconds.value)
+    bw = (weights + kv_per_token * best.batch * best.context) / best.seconds.value / 1e9
+    bw_how = (
+        f"(weights + KV read) / step time at batch {best.batch}, context {best.context}, the best point; "
+        "it counts all step time as memory time"
+    )
+    return ModelProfile(
+        ttsperf_version=__version__,
+        device=device_info(device),
+        model=ModelInfo(
+            config=cfg.name,
+            dtype=pipe.dtype_name,
+            parameters=model.parameter_counts(),
+            synthetic=pipe.synthetic,
+        ),
+        runtime={
+            "inference_mode": True,
+            "threads": torch.get_num_threads(),
+            "dtype": pipe.dtype_name,
+            "tf32": bool(device.type == "cuda" and torch.backends.cuda.matmul.allow_tf32),
+            "cudnn_benchmark": bool(device.type == "cuda" and torch.backends.cudnn.benchmark),
+        },
+        weights_bytes=Measured(value=weights, unit="B", how="sum of numel x element size of every parameter"),
+        kv_bytes_per_token=Measured(
+            value=kv_per_token, unit="B", how=f"nbytes of allocated KV slots / tokens ({elem}-byte elements)"
+        ),
+        memory=memory,
+        steps=steps,
+        prefill=prefill,
+        decode_seconds_per_audio_second=decode_rate,
+        vocoder_chunk_seconds=chunk_seconds,
+        achieved_bandwidth_gbs=Measured(value=bw, unit="GB/s", how=bw_how),
+    )

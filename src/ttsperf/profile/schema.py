@@ -1,0 +1,133 @@
+"""ModelProfile: what `ttsperf profile` measured on one device, the contract `ttsperf plan` reads.
+
+Versioned JSON (pydantic). Every number is a `Measured`: value, unit, and how it was measured
+(clock, statistic, repeats), so a reader can tell a measurement from a projection. `plan` never
+imports a model; this file is all it needs to know about a profile.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ttsperf.errors import UserError
+
+PROFILE_SCHEMA = "ttsperf.profile"
+PROFILE_VERSION = 1
+PROFILE_MODEL = "chattts"
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Measured(_Strict):
+    """One measured number: value in `unit`, and how (e.g. "median of 20 steps after 5 warm-up,
+    torch.cuda.synchronize before each clock read")."""
+
+    kind: Literal["measured"] = "measured"
+    value: float
+    unit: str
+    how: str
+    spread: float | None = Field(None, description="e.g. interquartile range, same unit")
+    n: int | None = Field(None, ge=1, description="repeats behind the statistic")
+
+
+class DeviceInfo(_Strict):
+    name: str = Field(description='e.g. "RTX 4090" (a catalog name where possible) or the CPU model')
+    kind: Literal["cuda", "cpu", "mps", "other"]
+    memory_bytes: int | None = Field(None, gt=0, description="total memory the device offers")
+    bandwidth_gbs: float | None = Field(None, gt=0, description="peak memory bandwidth if known")
+    peak_tflops: float | None = Field(
+        None, gt=0, description="peak dense TFLOPS in the profile dtype if known"
+    )
+
+
+class ModelInfo(_Strict):
+    name: Literal["chattts"] = PROFILE_MODEL
+    config: str = Field(description='"chattts" (full size) or "tiny"')
+    dtype: Literal["fp32", "fp16", "bf16"]
+    parameters: dict[str, int] = Field(description="parameter count per component")
+    synthetic: bool = Field(description="random weights of the real shapes")
+
+
+class MemoryPoint(_Strict):
+    batch: int = Field(ge=1)
+    context: int = Field(ge=1, description="tokens per sequence in the KV cache")
+    peak_bytes: Measured
+    rss_bytes: Measured | None = None  # CPU: process RSS beside the engine's tensor bytes
+
+
+class StepPoint(_Strict):
+    batch: int = Field(ge=1)
+    context: int = Field(ge=1)
+    seconds: Measured
+
+
+class PrefillPoint(_Strict):
+    prompt_tokens: int = Field(ge=1)
+    seconds: Measured
+
+
+class ModelProfile(_Strict):
+    schema_: Literal["ttsperf.profile"] = Field(PROFILE_SCHEMA, alias="schema")
+    version: Literal[1] = PROFILE_VERSION
+    created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    ttsperf_version: str = ""
+    device: DeviceInfo
+    model: ModelInfo
+    runtime: dict[str, bool | str | int | float] = Field(
+        default_factory=dict, description="runtime switches: autocast, tf32, cudnn_benchmark, compile, ..."
+    )
+    weights_bytes: Measured
+    kv_bytes_per_token: Measured
+    memory: list[MemoryPoint] = Field(default_factory=list)
+    steps: list[StepPoint] = Field(default_factory=list)
+    prefill: list[PrefillPoint] = Field(default_factory=list)
+    decode_seconds_per_audio_second: Measured | None = Field(
+        None, description="Decoder + Vocos wall time per second of audio"
+    )
+    vocoder_chunk_seconds: Measured | None = Field(
+        None,
+        description="one row's Decoder + Vocos call over one streamed chunk (its new steps + left context)",
+    )
+    fixed_step_overhead_s: Measured | None = None
+    achieved_bandwidth_gbs: Measured | None = None
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def dump(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def load_profile(path: str | Path) -> ModelProfile:
+    """Read and validate a profile; anything wrong is one UserError line naming file and field."""
+    p = Path(path)
+    try:
+        raw = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UserError(f"{p}: expected JSON, found a syntax error at line {exc.lineno}: {exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{p}: expected a JSON object (a ttsperf profile), found {type(raw).__name__}")
+    if raw.get("schema") != PROFILE_SCHEMA:
+        raise UserError(f"{p}: field 'schema': expected {PROFILE_SCHEMA!r}, found {raw.get('schema')!r}")
+    if raw.get("version") != PROFILE_VERSION:
+        raise UserError(
+            f"{p}: field 'version': expected {PROFILE_VERSION} (this ttsperf reads profile version "
+            f"{PROFILE_VERSION}), found {raw.get('version')!r}"
+        )
+    model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
+    if model.get("name") != PROFILE_MODEL:
+        raise UserError(f"{p}: field 'model.name': expected {PROFILE_MODEL!r}, found {model.get('name')!r}")
+    try:
+        return ModelProfile.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UserError(f"{p}: field {where!r}: {err['msg']}, found {err.get('input')!r}") from None

@@ -1,0 +1,186 @@
+"""Continuous batching, isolation, streaming, cancellation, backpressure, deadlines, OOM, drain."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from ttsperf.engine.engine import Engine, EngineConfig
+from ttsperf.engine.stream import context_frames
+from ttsperf.engine.switches import Switches
+from ttsperf.engine.types import NotAccepting, QueueFull, SynthError, SynthRequest, SynthResult, TextTooLong
+from ttsperf.model.length import SpeechRate
+from ttsperf.model.sampling import SamplingParams
+
+GREEDY = SamplingParams(top_k=1)
+TEXT = "你好，这是一段用于压测的文本。"
+OTHERS = [
+    "Hello world, this is a test.",
+    "今天天气很好。",
+    "A longer English sentence about weather and GPUs.",
+]
+
+
+@pytest.fixture
+def engine(tiny_pipe):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=8)).start()
+    yield eng
+    eng.stop(drain=False, timeout=10)
+
+
+def _run(engine, text, **kw):
+    return engine.submit(SynthRequest(text, kw.pop("sampling", GREEDY), **kw)).collect(timeout=60)
+
+
+def test_result_equals_the_pipeline(engine, tiny_pipe):
+    samples, result = _run(engine, TEXT)
+    gen = tiny_pipe.generate([TEXT], GREEDY)[0]
+    assert isinstance(result, SynthResult) and result.steps == gen.steps == SpeechRate().steps(TEXT)
+    np.testing.assert_allclose(samples, tiny_pipe.vocode(tiny_pipe.mel(gen)), atol=1e-5)
+    assert result.length_source == "speech-rate" and result.audio_seconds == len(samples) / 24000
+
+
+def test_a_request_does_not_depend_on_its_batch(engine):
+    alone, _ = _run(engine, TEXT)
+    others = [engine.submit(SynthRequest(t, SamplingParams(seed=i))) for i, t in enumerate((OTHERS * 3)[:7])]
+    together, _ = engine.submit(SynthRequest(TEXT, GREEDY)).collect(timeout=60)
+    for h in others:
+        assert isinstance(h.collect(timeout=60)[1], SynthResult)
+    assert engine.stats.batch_size.counts[0] < engine.stats.batch_size.n  # some steps ran batch > 1
+    np.testing.assert_allclose(together, alone, atol=1e-5)
+
+
+def test_seeded_sampling_is_reproducible_in_any_batch(engine):
+    a, _ = _run(engine, TEXT, sampling=SamplingParams(seed=11))
+    busy = [engine.submit(SynthRequest(t)) for t in OTHERS]
+    b, _ = _run(engine, TEXT, sampling=SamplingParams(seed=11))
+    [h.collect(timeout=60) for h in busy]
+    np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_short_request_joins_and_leaves_before_a_long_one(engine):
+    long = engine.submit(SynthRequest(TEXT * 4, GREEDY))
+    time.sleep(0.05)
+    short = engine.submit(SynthRequest("好。", GREEDY))
+    _, short_result = short.collect(timeout=60)
+    _, long_result = long.collect(timeout=60)
+    assert short_result.steps < long_result.steps
+    # the short one did not wait for the long one: its queue time is far below the long's run time
+    assert short_result.queue_seconds < long_result.inference_seconds
+
+
+def test_streaming_chunks_decode_only_new_frames(tiny_pipe):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=2, first_chunk_steps=24, chunk_steps=24)).start()
+    seen: list[int] = []
+    hook = tiny_pipe.model.decoder.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[-1]))
+    try:
+        text = TEXT * 3
+        streamed = eng.submit(SynthRequest(text, GREEDY, stream=True))
+        events = []
+        while not events or not isinstance(events[-1], (SynthResult, SynthError)):
+            events.append(streamed.next_event_blocking(timeout=60))
+        chunks = [e.samples for e in events[:-1]]
+        result = events[-1]
+    finally:
+        hook.remove()
+        eng.stop()
+    assert isinstance(result, SynthResult) and result.chunks == len(chunks) >= 3
+    whole, _ = (
+        Engine(tiny_pipe, EngineConfig(max_batch=1)).start().submit(SynthRequest(text, GREEDY)).collect(60)
+    )
+    audio = np.concatenate(chunks)
+    assert len(audio) == len(whole)
+    # seams: left context is exact; only the 4-step lookahead on the right approximates
+    assert np.max(np.abs(audio - whole)) < 0.02 * np.max(np.abs(whole))
+    ctx_steps = context_frames(tiny_pipe.model) // 2 + 1
+    assert max(seen) <= 24 + ctx_steps + 4 + 1, seen  # bounded window, not the whole prefix
+    assert len(seen) == result.chunks
+
+
+def test_cancellation_frees_the_slot(engine):
+    handle = engine.submit(SynthRequest(TEXT * 20, GREEDY))
+    while engine.running() == 0:
+        time.sleep(0.005)
+    handle.cancel()
+    _, final = handle.collect(timeout=30)
+    assert isinstance(final, SynthError) and final.kind == "cancelled"
+    deadline = time.monotonic() + 5
+    while engine.running() and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert engine.running() == 0
+
+
+def test_queue_full_then_text_too_long(tiny_pipe):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=1, max_queue=1, max_prompt_tokens=40))
+    eng.submit(SynthRequest(TEXT))  # not started: stays queued
+    with pytest.raises(QueueFull) as full:
+        eng.submit(SynthRequest(TEXT))
+    assert full.value.retry_after > 0
+    with pytest.raises(TextTooLong) as long:
+        eng.submit(SynthRequest(TEXT * 10))
+    assert long.value.limit == 40 and long.value.tokens > 40
+
+
+def test_deadline_answers_timeout(tiny_pipe):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=1)).start()
+    try:
+        _, final = eng.submit(SynthRequest(TEXT * 30, GREEDY, timeout=0.05)).collect(timeout=30)
+    finally:
+        eng.stop(drain=False)
+    assert isinstance(final, SynthError) and final.kind == "timeout"
+
+
+def test_out_of_memory_shrinks_the_batch_and_loses_nothing(tiny_pipe):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=4, inject_oom_at_steps=frozenset({5}))).start()
+    try:
+        alone = [tiny_pipe.generate([t], GREEDY)[0].steps for t in OTHERS]
+        handles = [eng.submit(SynthRequest(t, GREEDY)) for t in OTHERS]
+        finals = [h.collect(timeout=60)[1] for h in handles]
+    finally:
+        eng.stop()
+    assert all(isinstance(f, SynthResult) for f in finals), finals
+    assert [f.steps for f in finals] == alone
+    assert eng.stats.ooms == 1 and eng.effective_max_batch < 4
+
+
+def test_drain_answers_everything_then_refuses(tiny_pipe):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=2)).start()
+    handles = [eng.submit(SynthRequest(t)) for t in OTHERS * 2]
+    eng.stop(drain=True, timeout=60)
+    assert all(isinstance(h.collect(timeout=1)[1], SynthResult) for h in handles)
+    with pytest.raises(NotAccepting):
+        eng.submit(SynthRequest(TEXT))
+
+
+def test_stop_without_drain_answers_shutdown(tiny_pipe):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=1))
+    handles = [eng.submit(SynthRequest(t)) for t in OTHERS]
+    eng.start().stop(drain=False, timeout=30)
+    kinds = [h.collect(timeout=5)[1] for h in handles]
+    assert all(isinstance(k, (SynthResult, SynthError)) for k in kinds)
+    assert any(isinstance(k, SynthError) and k.kind == "shutdown" for k in kinds)
+
+
+def test_switches_report_what_applies_on_cpu(tiny_pipe):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=1))
+    report = eng.describe()["switches"]
+    assert report["tf32"]["applied"] is False and "not applicable on cpu" in report["tf32"]["note"]
+    assert report["cudnn_benchmark"]["applied"] is False
+    assert report["inference_mode"]["applied"] is True
+
+
+def test_int8_quantised_engine_runs():
+    from ttsperf.model.config import TINY
+    from ttsperf.model.pipeline import Pipeline
+
+    pipe = Pipeline.synthetic_model(TINY, seed=0)
+    eng = Engine(pipe, EngineConfig(max_batch=2), Switches(int8=True)).start()
+    try:
+        samples, final = eng.submit(SynthRequest(TEXT, GREEDY)).collect(timeout=60)
+    finally:
+        eng.stop()
+    assert eng.describe()["switches"]["int8"]["applied"] is True
+    assert isinstance(final, SynthResult) and np.isfinite(samples).all() and samples.size
+    assert any("quantized" in type(m).__module__ for m in pipe.model.gpt.modules())

@@ -1,0 +1,47 @@
+"""The slot forward is LlamaModel's forward, each row at its own position."""
+
+from __future__ import annotations
+
+import torch
+
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.gpt import llama_forward
+from ttsperf.model.kv import KVSlots
+
+
+def _slots(pipe, batch=4, length=128):
+    g = pipe.cfg.gpt
+    return KVSlots(
+        g.num_hidden_layers, batch, g.num_key_value_heads, length, g.hidden_size // g.num_attention_heads,
+        dtype=torch.float32, device=torch.device("cpu"),
+    )  # fmt: skip
+
+
+@torch.inference_mode()
+def test_prefill_and_decode_match_llama_model(tiny_pipe):
+    gpt = tiny_pipe.model.gpt
+    gen = torch.Generator().manual_seed(0)
+    h = tiny_pipe.cfg.gpt.hidden_size
+    prompts = [torch.randn(1, n, h, generator=gen) for n in (7, 12, 3)]  # rows at different positions
+    steps = [torch.randn(len(prompts), h, generator=gen) for _ in range(5)]
+    slots, fwd = _slots(tiny_pipe), SlotForward(gpt)
+    ours = [fwd.prefill(p, slots, i) for i, p in enumerate(prompts)]
+    positions = torch.tensor([p.shape[1] for p in prompts])
+    ours_steps = []
+    for x in steps:
+        ours_steps.append(fwd.decode(x, slots, positions))
+        positions = positions + 1
+    for i, p in enumerate(prompts):  # reference: each row alone through LlamaModel with its cache
+        full = torch.cat([p] + [x[i : i + 1].unsqueeze(1) for x in steps], dim=1)
+        ref, _ = llama_forward(gpt, full, position_ids=torch.arange(full.shape[1])[None], use_cache=False)
+        torch.testing.assert_close(ours[i], ref[0, p.shape[1] - 1], atol=1e-5, rtol=1e-5)
+        for s, out in enumerate(ours_steps):
+            torch.testing.assert_close(out[i], ref[0, p.shape[1] + s], atol=1e-5, rtol=1e-5)
+
+
+def test_slot_move_keeps_a_row_intact(tiny_pipe):
+    slots = _slots(tiny_pipe)
+    slots.k[0][3, :, :5] = 7.0
+    slots.move(3, 1, 5)
+    assert torch.equal(slots.k[0][1, :, :5], slots.k[0][3, :, :5])
+    assert slots.nbytes == KVSlots.bytes_needed(2, 4, 4, 128, 16, 4)

@@ -1,0 +1,203 @@
+"""The simulator against queueing theory where theory exists, and against hand computation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ttsperf.plan import chattts_facts as F
+from ttsperf.plan.memory import Workload
+from ttsperf.plan.simulate import Engine, Load, _run_steps, chunk_plan, simulate
+from ttsperf.plan.steptime import StepModel, default_model
+
+KV16 = F.kv_bytes_per_token("fp16")
+
+
+def constant_engine(
+    step_s: float, steps: int, max_batch: int, prefill_s: float | None = None, chunk: int = 24
+):
+    """Every decode step takes step_s whatever the batch; vocoder free; prefill_s (default step_s)."""
+    sm = StepModel("fp16", KV16, t_fixed=step_s, inv_bw=0.0, inv_flops=0.0, vocoder_s_per_audio_s=0.0)
+    if prefill_s is not None:
+        sm.prefill_points = [(1, prefill_s), (2, prefill_s)]
+    w = Workload(audio_seconds=steps / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1, first_chunk_steps=chunk)
+    assert w.steps == steps
+    return Engine(sm, max_batch, w)
+
+
+def test_chunk_plan():
+    ends, audio = chunk_plan(Workload(audio_seconds=8.0))
+    assert ends[0] == 24 and ends[-1] == 375
+    assert audio[0] == pytest.approx(20 / 46.875) and audio[1] == pytest.approx(24 / 46.875)
+    assert all(b - a == 24 for a, b in zip(ends[:-2], ends[1:-1], strict=True))
+    assert sum(audio) == pytest.approx(375 / 46.875)
+
+
+def test_d_d_1_latency_is_the_service_time():
+    """One slot, constant service D, arrivals every 2D: nobody waits, every E2E is exactly D."""
+    e = constant_engine(0.01, steps=50, max_batch=1)
+    service = 0.01 * (1 + 49)  # prefill (which samples the first step) + 49 decode steps
+    r = simulate(e, Load("constant", 1 / (2 * service)), n_requests=200)
+    assert r.p50_s == pytest.approx(service, rel=1e-9)
+    assert r.p99_s == pytest.approx(service, rel=1e-9)
+    assert r.ttfa_p99_s == pytest.approx(0.01 * (1 + 23), rel=1e-9)
+    assert r.throughput_rps == pytest.approx(1 / (2 * service), rel=0.01)
+
+
+def test_d_d_1_overload_serves_at_1_over_d():
+    e = constant_engine(0.01, steps=50, max_batch=1)
+    service = 0.01 * 50
+    r = simulate(e, Load("constant", 2 / service), n_requests=400)
+    # measured from the first measured arrival to the last completion; the backlog drains at 1/D
+    assert r.p99_s > 50 * service
+    assert r.mean_batch == 1.0
+
+
+def test_m_d_1_mean_wait_matches_pollaczek_khinchine():
+    """Poisson arrivals, one slot, deterministic service: W_q = rho D / (2 (1 - rho)) within 5%."""
+    steps, t = 10, 0.01
+    service = t * steps  # prefill + steps - 1 decode steps
+    e = constant_engine(t, steps=steps, max_batch=1, chunk=steps)
+    # Near saturation successive waits are strongly correlated, so the sample is large (~1 s each).
+    for rho in (0.5, 0.7):
+        r = simulate(e, Load("rate", rho / service), n_requests=100_000, seed=0)
+        wq_theory = rho * service / (2 * (1 - rho))
+        assert r.mean_s - service == pytest.approx(wq_theory, rel=0.05), rho
+
+
+def test_continuous_batching_never_queues_below_max_batch():
+    """Constant step time, 64 slots, light Poisson load: E2E within one step of the service time."""
+    e = constant_engine(0.01, steps=100, max_batch=64, prefill_s=0.0)
+    r = simulate(e, Load("rate", 20.0), n_requests=2000, seed=1)
+    assert r.mean_batch > 5  # requests overlap...
+    # ...but a request only waits for the next step boundary: 99 decode steps (+ at most one)
+    assert 0.99 - 1e-9 <= r.p50_s <= 1.00 + 1e-9
+    assert r.p99_s <= 1.00 + 1e-9
+
+
+def test_throughput_saturates_at_max_batch_over_request_time():
+    e = constant_engine(0.01, steps=100, max_batch=8, prefill_s=0.0)
+    r = simulate(e, Load("streams", 32), n_requests=3000)
+    assert r.throughput_rps == pytest.approx(8 / (99 * 0.01), rel=0.02)
+    assert r.mean_batch == pytest.approx(8, rel=0.01)
+    # 32 streams on 8 slots: each request waits ~3 services in the queue
+    assert r.p50_s == pytest.approx(4 * 0.99, rel=0.05)
+
+
+def test_saturated_throughput_is_unbiased_with_many_streams_in_flight():
+    """More streams in flight than measured requests: the count over the span must not undercount."""
+    e = constant_engine(0.01, steps=100, max_batch=400, prefill_s=0.0)
+    r = simulate(e, Load("streams", 400), n_requests=100)
+    assert r.throughput_rps == pytest.approx(400 / (100 * 0.01), rel=0.03)
+
+
+def test_single_stream_latency_by_hand_with_growing_context():
+    """One stream on the roofline model: E2E = prefill + sum of t(1, P + j) + vocoder calls, by hand."""
+    sm = default_model("fp16", KV16, 300.0, 8.0)
+    w = Workload(audio_seconds=2.0, prompt_tokens=40, first_chunk_steps=24)
+    e = Engine(sm, 4, w)
+    steps = w.steps
+    decode = sum(float(sm.step(1, 40 + j)) for j in range(steps - 1))  # the prefill made step 1
+    ends, audio = chunk_plan(w)
+    voc = sum(sm.vocoder(a) for a in audio)
+    r = simulate(e, Load("streams", 1), n_requests=20)
+    assert r.p50_s == pytest.approx(sm.prefill(40) + decode + voc, rel=1e-9)
+    ttfa = sm.prefill(40) + sum(float(sm.step(1, 40 + j)) for j in range(23)) + sm.vocoder(audio[0])
+    assert r.ttfa_p50_s == pytest.approx(ttfa, rel=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_run_steps_closed_form_matches_the_loop(seed):
+    rng = np.random.default_rng(seed)
+    c = tuple(float(x) for x in rng.uniform(0, 1e-3, 5))
+    batch, ctx0, k = int(rng.integers(1, 50)), int(rng.integers(0, 5000)), int(rng.integers(1, 400))
+    times = [
+        c[0] + max(c[1] + c[2] * (ctx0 + batch * j + batch), c[3] * batch + c[4] * (ctx0 + batch * j))
+        for j in range(k)
+    ]
+    cum = np.cumsum(times)
+    t_stop = float(rng.uniform(-0.1 * cum[-1], cum[-1] * 1.2))  # <= 0: an arrival already waiting
+    n_expect = k if t_stop > cum[-1] else int(np.searchsorted(cum, t_stop)) + 1
+    elapsed, n = _run_steps(c, batch, ctx0, k, t_stop)
+    assert n == n_expect
+    assert elapsed == pytest.approx(cum[n - 1], rel=1e-9)
+
+
+def test_underrun_when_steps_are_slower_than_real_time():
+    slow = constant_engine(0.030, steps=240, max_batch=1)
+    r = simulate(slow, Load("streams", 1), n_requests=20)
+    # each 24-step chunk takes 0.72 s to make; the first plays only 24 - 4 held-back steps (0.427 s),
+    # so the worst stall is after it: 0.72 - 0.427 s (later ones: 0.72 - 0.512 s)
+    assert r.underrun_p99_s == pytest.approx(24 * 0.030 - 20 / F.STEPS_PER_AUDIO_SECOND, rel=1e-6)
+    slow.workload.lookahead_steps = 0
+    r0 = simulate(slow, Load("streams", 1), n_requests=20)
+    assert r0.underrun_p99_s == pytest.approx(24 * 0.030 - 24 / F.STEPS_PER_AUDIO_SECOND, rel=1e-6)
+    fast = constant_engine(0.010, steps=240, max_batch=1)
+    assert simulate(fast, Load("streams", 1), n_requests=20).underrun_p99_s == 0.0
+
+
+def test_deterministic_per_seed():
+    e = Engine(default_model("fp16", KV16, 1008, 165.2), 64, Workload())
+    a = simulate(e, Load("rate", 3.0), n_requests=300, seed=7)
+    b = simulate(e, Load("rate", 3.0), n_requests=300, seed=7)
+    c = simulate(e, Load("rate", 3.0), n_requests=300, seed=8)
+    assert a == b
+    assert a.p99_s != c.p99_s
+
+
+def test_p99_resolution_flag_and_bad_loads():
+    e = constant_engine(0.01, steps=10, max_batch=2)
+    assert not simulate(e, Load("streams", 1), n_requests=100).p99_resolved
+    assert simulate(e, Load("streams", 1), n_requests=1000).p99_resolved
+    with pytest.raises(ValueError):
+        simulate(e, Load("rate", 0.0))
+    assert math.isfinite(simulate(e, Load("streams", 3), n_requests=50).p99_s)
+
+
+def test_attended_tokens_padded_to_the_longest_row_or_exact():
+    from ttsperf.plan.simulate import attended_tokens
+
+    # rows started at steps 0, 10, 30; prompt 5; now at step 40: contexts 45, 35, 15
+    assert attended_tokens(False, 3, 5, 40, 0, 0 + 10 + 30) == 45 + 35 + 15
+    assert attended_tokens(True, 3, 5, 40, 0, 0 + 10 + 30) == 3 * 45
+
+
+def _staggered(padded: bool, batched_vocoder: bool = False, batched_prefill: bool = False):
+    # only the KV term and a fixed cost: padding shows up in the step time, nothing else does
+    sm = StepModel("fp16", KV16, t_fixed=1e-3, inv_bw=1e-9, inv_flops=0.0, vocoder_s_per_audio_s=0.0)
+    w = Workload(audio_seconds=200 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
+    e = Engine(
+        sm, 16, w, padded_attention=padded, batched_vocoder=batched_vocoder, batched_prefill=batched_prefill
+    )
+    return simulate(e, Load("streams", 16), n_requests=400)
+
+
+def test_padded_attention_reads_the_longest_row_for_everyone():
+    padded, exact = _staggered(True), _staggered(False)
+    kv_padded = padded.mean_step_s - 1e-3 - F.DECODE_WEIGHT_PARAMS * 2 * 1e-9
+    kv_exact = exact.mean_step_s - 1e-3 - F.DECODE_WEIGHT_PARAMS * 2 * 1e-9
+    # staggered rows of 200 steps: the oldest is ~200 tokens in, the mean ~100: about twice the reads
+    assert 1.6 < kv_padded / kv_exact < 2.2
+
+
+def test_per_row_vocoder_calls_cost_a_launch_each():
+    sm = StepModel("fp16", KV16, t_fixed=0.01, inv_bw=0.0, inv_flops=0.0)  # vocoder call = t_fixed
+    w = Workload(audio_seconds=48 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
+    per_row = simulate(Engine(sm, 8, w), Load("streams", 8), n_requests=400)
+    batched = simulate(Engine(sm, 8, w, batched_vocoder=True), Load("streams", 8), n_requests=400)
+    assert per_row.p50_s > batched.p50_s
+    one = simulate(Engine(sm, 8, w), Load("streams", 1), n_requests=20)
+    # alone: prefill + 47 decode steps + 2 calls (chunk at 24, final at 48), 10 ms each
+    assert one.p50_s == pytest.approx(0.01 * (1 + 47 + 2), rel=1e-9)
+
+
+def test_serial_per_request_work_caps_throughput_with_many_streams():
+    """Per-row vocoder calls and per-request prefills run one after another on the worker:
+    throughput can never beat 1 / (that work per request), however many rows share a step."""
+    sm = StepModel("fp16", KV16, t_fixed=0.001, inv_bw=0.0, inv_flops=0.0, vocoder_fixed=0.01)
+    w = Workload(audio_seconds=48 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
+    serial = 0.001 + 2 * 0.01  # one prefill + two chunk calls (at 24 and 48 steps)
+    r = simulate(Engine(sm, 500, w), Load("streams", 500), n_requests=500)
+    assert 0.9 / serial < r.throughput_rps <= 1 / serial

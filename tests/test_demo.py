@@ -1,0 +1,23 @@
+"""`ttsperf demo` end to end on the tiny config: every stage leaves its file."""
+
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from ttsperf.audio import decode_wav
+from ttsperf.cli.main import app
+from ttsperf.plan.schema import Plan
+from ttsperf.profile.schema import load_profile
+
+
+def test_demo_quick_writes_wav_profile_plan_and_summary(tmp_path):
+    res = CliRunner().invoke(app, ["demo", "--quick", "--config", "tiny", "-o", str(tmp_path), "--json"])
+    assert res.exit_code == 0, res.output
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    samples, rate = decode_wav((tmp_path / "demo.wav").read_bytes())
+    assert rate == 24000 and abs(len(samples) / rate - summary["audio_seconds"]) < 1e-3
+    assert load_profile(tmp_path / "profile.json").model.config == "tiny"
+    plan = Plan.model_validate(json.loads((tmp_path / "plan.json").read_text()))
+    assert summary["recommendations"] == {sc.scenario: sc.recommendation for sc in plan.scenarios}
