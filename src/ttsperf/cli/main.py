@@ -13,6 +13,7 @@ app = typer.Typer(
         "Examples:\n\n"
         "  ttsperf info --config chattts\n\n"
         "  ttsperf synth '你好，世界。' -o out.wav --synthetic\n\n"
+        "  ttsperf serve --synthetic --config tiny --port 8080\n\n"
         "  ttsperf assets make-random ./asset --config tiny --seed 0\n\n"
         "  ttsperf demo --quick"
     ),
@@ -38,7 +39,7 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-from ttsperf.cli import assets, bench, demo, info, plan, profile, synth  # noqa: E402
+from ttsperf.cli import assets, bench, demo, info, plan, profile, serve, synth  # noqa: E402
 
-for _module in (info, synth, assets, profile, bench, plan, demo):
+for _module in (info, synth, serve, assets, profile, bench, plan, demo):
     _module.register(app)

@@ -1,0 +1,95 @@
+"""Streamed answers: each engine AudioChunk goes to the client the moment it arrives (so time to
+first audio is the engine's, not the whole synthesis'), as raw chunks (`stream_format: audio`) or
+as server-sent events (`stream_format: sse`).
+
+Raw WAV streams start with a header whose sizes are 0xFFFFFFFF (length unknown), the usual
+convention for streamed WAV; Python's `wave` reads such a file to the end of the data (tested).
+
+The statistics a buffered answer sends as X-* headers do not exist when a stream's headers leave,
+and HTTP trailers are dropped by most clients and proxies, so SSE streams carry them in the final
+`speech.audio.done` event (under `ttsperf`); raw audio streams cannot carry them: ask with
+`"stream": false` for a buffered body with headers.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import struct
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import aclosing
+
+from ttsperf.audio import to_pcm16
+from ttsperf.engine.types import AudioChunk, Event, SynthError, SynthResult
+from ttsperf.server.synthesis import outcome_error, stats_json
+
+UNKNOWN = 0xFFFFFFFF
+
+
+class StreamAborted(Exception):
+    """The synthesis failed after audio was sent: the only honest signal left is to cut the
+    response short (no final empty chunk), which every HTTP client reports as an error."""
+
+
+def wav_header(sample_rate: int, data_bytes: int | None = None) -> bytes:
+    """A 44-byte header of mono 16-bit PCM; `data_bytes` None: unknown (streamed) length."""
+    data = UNKNOWN if data_bytes is None else data_bytes
+    riff = UNKNOWN if data_bytes is None else 36 + data_bytes
+    return (
+        b"RIFF" + struct.pack("<I", riff) + b"WAVE"
+        + b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, 2 * sample_rate, 2, 16)
+        + b"data" + struct.pack("<I", data)
+    )  # fmt: skip
+
+
+def sse(payload: dict) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+
+async def audio_body(
+    first: Event, rest: AsyncGenerator[Event, None], fmt: str, sample_rate: int
+) -> AsyncIterator[bytes]:
+    """Raw bytes: [WAV header] then PCM16 of each chunk as it comes."""
+    async with aclosing(rest):  # on every exit: the request is cancelled if still running
+        if fmt == "wav":
+            yield wav_header(sample_rate)
+        event = first
+        while True:
+            if isinstance(event, AudioChunk):
+                yield to_pcm16(event.samples)
+            elif isinstance(event, SynthResult):
+                return
+            elif isinstance(event, SynthError):
+                if event.kind == "cancelled":  # the client is gone: nobody to tell
+                    return
+                raise StreamAborted(f"{event.kind}: {event.message}")
+            event = await anext(rest)
+
+
+async def sse_body(
+    first: Event, rest: AsyncGenerator[Event, None], fmt: str, sample_rate: int, input_tokens: int, field: str
+) -> AsyncIterator[bytes]:
+    """OpenAI's speech events: `speech.audio.delta` with base64 audio (the bytes a raw stream of
+    the same format would carry, so concatenated deltas are a playable file), then
+    `speech.audio.done` with usage and our statistics, or `error` in the one JSON error shape."""
+    async with aclosing(rest):
+        prefix = wav_header(sample_rate) if fmt == "wav" else b""
+        event = first
+        while True:
+            if isinstance(event, AudioChunk):
+                data, prefix = prefix + to_pcm16(event.samples), b""
+                yield sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+            elif isinstance(event, SynthResult):
+                if prefix:  # no audio at all: still a valid (empty) file
+                    yield sse({"type": "speech.audio.delta", "audio": base64.b64encode(prefix).decode()})
+                usage = {"input_tokens": input_tokens, "output_tokens": event.steps}
+                usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+                yield sse({"type": "speech.audio.done", "usage": usage, "ttsperf": stats_json(event)})
+                return
+            elif isinstance(event, SynthError):
+                err = outcome_error(event, field, retry_after=1.0)
+                if err is None:
+                    return
+                yield sse({"type": "error", "error": err.body()})
+                return
+            event = await anext(rest)

@@ -1,0 +1,44 @@
+"""`ttsperf serve` flags: help with an example, bad values refused in one line before any model
+loads (the running server itself is tested in test_lifecycle.py, SIGTERM included)."""
+
+from __future__ import annotations
+
+import pytest
+from typer.testing import CliRunner
+
+from ttsperf.cli.main import app
+from ttsperf.server.schemas import SpeechRequest
+
+runner = CliRunner()
+
+
+def test_help_shows_an_example_and_the_options():
+    result = runner.invoke(app, ["serve", "--help"])
+    assert result.exit_code == 0
+    assert "Example: ttsperf serve --synthetic" in result.output
+    for option in ("--assets", "--synthetic", "--max-batch", "--max-queue", "--request-timeout", "--api-key"):
+        assert option in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--synthetic", "--max-batch", "0"], "--max-batch '0': expected a positive integer or auto"),
+        (["--synthetic", "--max-batch", "many"], "--max-batch 'many'"),
+        (["--synthetic", "--port", "70000"], "--port 70000: expected 0 to 65535"),
+        (["--synthetic", "--request-timeout", "0"], "--request-timeout 0.0: expected a positive"),
+        (["--synthetic", "--max-queue", "0"], "--max-queue 0: expected at least 1"),
+        (["--synthetic", "--dtype", "fp8"], "--dtype 'fp8'"),
+        (["--synthetic", "--api-key", " "], "--api-key is empty"),
+        ([], "give exactly one of --assets DIR or --synthetic"),
+    ],
+)
+def test_bad_flags_exit_2_with_one_line(args, says):
+    result = runner.invoke(app, ["serve", "--config", "tiny", *args])
+    assert result.exit_code == 2, result.output
+    assert says in result.output
+
+
+@pytest.mark.parametrize(("speed", "token"), [(0.25, 0), (0.5, 2), (1.0, 5), (2.0, 8), (4.0, 9)])
+def test_openai_speed_maps_onto_chattts_speed_tokens(speed, token):
+    assert SpeechRequest(input="hi", speed=speed).speed_prompt() == f"[speed_{token}]"
