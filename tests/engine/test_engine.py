@@ -184,3 +184,20 @@ def test_int8_quantised_engine_runs():
     assert eng.describe()["switches"]["int8"]["applied"] is True
     assert isinstance(final, SynthResult) and np.isfinite(samples).all() and samples.size
     assert any("quantized" in type(m).__module__ for m in pipe.model.gpt.modules())
+
+
+def test_a_request_being_prefilled_counts_as_pending(tiny_pipe, monkeypatch):
+    """stop(drain=True) must wait for a request taken off the queue but not yet a batch row."""
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=2))
+    seen = []
+    original = eng._prefill
+
+    def slow_prefill(handle):
+        seen.append(eng.pending())  # while prefilling, the request is neither queued nor a row
+        original(handle)
+
+    monkeypatch.setattr(eng, "_prefill", slow_prefill)
+    handle = eng.submit(SynthRequest(TEXT))
+    eng.start().stop(drain=True, timeout=30)
+    assert seen == [1]
+    assert isinstance(handle.collect(timeout=5)[1], SynthResult)

@@ -116,6 +116,7 @@ class Engine:
         self.forward = SlotForward(pipe.model.gpt)
         self.stats = EngineStats()
         self._waiting: deque[RequestHandle] = deque()
+        self._admitting = 0  # taken off the queue, not yet a row (being prefilled): still pending
         self._rows: list[_Row] = []
         self._cv = threading.Condition()
         self._accepting = True
@@ -172,7 +173,7 @@ class Engine:
 
     def pending(self) -> int:
         with self._cv:
-            return len(self._waiting) + len(self._rows)
+            return len(self._waiting) + self._admitting + len(self._rows)
 
     def queue_depth(self) -> int:
         with self._cv:
@@ -233,19 +234,24 @@ class Engine:
                 if not self._waiting:
                     return
                 handle = self._waiting.popleft()
-            if handle.cancelled.is_set():
-                self._fail(handle, "cancelled", "the client went away")
-                continue
-            if self._expired(handle):
-                self._fail(handle, "timeout", "deadline passed while queued")
-                continue
+                self._admitting += 1
             try:
-                self._prefill(handle)
-            except Exception as exc:
-                if not _is_oom(exc):
-                    raise
-                self._on_oom(requeue=[handle])
-                return
+                if handle.cancelled.is_set():
+                    self._fail(handle, "cancelled", "the client went away")
+                    continue
+                if self._expired(handle):
+                    self._fail(handle, "timeout", "deadline passed while queued")
+                    continue
+                try:
+                    self._prefill(handle)
+                except Exception as exc:
+                    if not _is_oom(exc):
+                        raise
+                    self._on_oom(requeue=[handle])
+                    return
+            finally:
+                with self._cv:
+                    self._admitting -= 1
 
     def _new_row(self, handle: RequestHandle) -> _Row:
         req = handle.request
