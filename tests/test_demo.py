@@ -12,12 +12,19 @@ from ttsperf.plan.schema import Plan
 from ttsperf.profile.schema import load_profile
 
 
-def test_demo_quick_writes_wav_profile_plan_and_summary(tmp_path):
+def test_demo_quick_writes_wav_profile_bench_plan_and_summary(tmp_path):
     res = CliRunner().invoke(app, ["demo", "--quick", "--config", "tiny", "-o", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output
     summary = json.loads((tmp_path / "summary.json").read_text())
     samples, rate = decode_wav((tmp_path / "demo.wav").read_bytes())
     assert rate == 24000 and abs(len(samples) / rate - summary["audio_seconds"]) < 1e-3
     assert load_profile(tmp_path / "profile.json").model.config == "tiny"
+    # the serving stage: a real `ttsperf serve` process, load-tested over HTTP, every request answered
+    run = json.loads((tmp_path / "bench" / "run.json").read_text())
+    assert [p["label"] for p in run["points"]] == ["concurrent@1", "concurrent@4"]
+    assert all(p["successes"] == p["requests"] == 4 for p in run["points"])
+    assert (tmp_path / "bench" / "latency.png").stat().st_size > 0
+    log = (tmp_path / "server.log").read_text()
+    assert "engine: max batch 4" in log and "Finished server process" in log  # served, then drained
     plan = Plan.model_validate(json.loads((tmp_path / "plan.json").read_text()))
     assert summary["recommendations"] == {sc.scenario: sc.recommendation for sc in plan.scenarios}

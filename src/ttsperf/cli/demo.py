@@ -1,9 +1,10 @@
 """`ttsperf demo`: the main job on embedded defaults, on this machine.
 
 Stages, each with its own progress line: synthesize the guide's sentence with synthetic
-full-size ChatTTS, profile the model on this device, plan GPUs and cost from that profile.
-Every result lands in the output folder (WAV, profile.json, plan.json, summary.json).
-Serving, load-testing and the HTML report join here as they land.
+full-size ChatTTS, profile the model on this device, serve it (`ttsperf serve` on loopback) and
+load-test it (`ttsperf bench`, streaming, a short concurrency sweep), plan GPUs and cost from the
+profile. Every result lands in the output folder (WAV, profile.json, bench/, plan.json,
+summary.json). The HTML report joins here when it lands.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def demo(
     from rich.progress import Progress
 
     from ttsperf.audio import write_wav
+    from ttsperf.bench.display import render as render_bench
+    from ttsperf.cli.demo_serving import bench_server, start_server, stop_server
     from ttsperf.cli.plan import render
     from ttsperf.model.config import get_config
     from ttsperf.model.pipeline import Pipeline
@@ -48,12 +51,12 @@ def demo(
     stages: dict[str, float] = {}
     t0 = time.perf_counter()
     with Progress(disable=as_json) as progress:
-        task = progress.add_task(f"1/4 building synthetic {config} weights", total=1)
+        task = progress.add_task(f"1/5 building synthetic {config} weights", total=1)
         pipe = Pipeline.synthetic_model(cfg, seed=0, device=device)
         progress.update(task, completed=1)
         stages["build_seconds"] = time.perf_counter() - t0
 
-        task = progress.add_task("2/4 synthesizing the guide's sentence", total=None)
+        task = progress.add_task("2/5 synthesizing the guide's sentence", total=None)
         result = pipe.synthesize(
             GUIDE_SENTENCE, on_step=lambda done, total: progress.update(task, completed=done, total=total)
         )
@@ -61,22 +64,35 @@ def demo(
         stages["synth_seconds"] = result.wall_seconds
 
         t1 = time.perf_counter()
-        task = progress.add_task("3/4 profiling this device", total=None)
+        task = progress.add_task("3/5 profiling this device", total=None)
         grid = ([1, 4], [64, 512], [16, 64], 3) if quick else ([1, 4, 16], [64, 512, 2048], [16, 64, 256], 10)
         prof = profile_model(
             pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=grid[3],
             warmup=1 if quick else 3,
-            progress=lambda msg: progress.update(task, description=f"3/4 profiling: {msg}"),
+            progress=lambda msg: progress.update(task, description=f"3/5 profiling: {msg}"),
         )  # fmt: skip
         profile_path = out_dir / "profile.json"
         profile_path.write_text(json.dumps(prof.dump(), indent=2))
         stages["profile_seconds"] = time.perf_counter() - t1
 
+        t_bench = time.perf_counter()
+        task = progress.add_task("4/5 serving and load-testing", total=None)
+        sweep, per_point = ([1, 4], 4) if quick else ([1, 4, 16], 16)
+        server, url = start_server(config, device, max(sweep), out_dir / "server.log")
+        try:
+            run = bench_server(
+                url, server.pid, sweep, per_point, out_dir / "bench",
+                progress=lambda label, total, rec: progress.update(task, description=f"4/5 bench: {label}"),
+            )  # fmt: skip
+        finally:
+            stop_server(server)
+        stages["bench_seconds"] = time.perf_counter() - t_bench
+
         t2 = time.perf_counter()
-        task = progress.add_task("4/4 planning GPUs and cost", total=None)
+        task = progress.add_task("5/5 planning GPUs and cost", total=None)
         plan = make_plan(
             profile=[str(profile_path)],
-            progress=lambda msg: progress.update(task, description=f"4/4 planning: {msg}"),
+            progress=lambda msg: progress.update(task, description=f"5/5 planning: {msg}"),
         )
         plan_path = out_dir / "plan.json"
         plan_path.write_text(json.dumps(plan.model_dump(mode="json", by_alias=True), indent=2))
@@ -96,6 +112,15 @@ def demo(
         "steps": result.steps,
         "rtf": round(result.rtf, 3),
         "length_source": result.length_source,
+        "bench": str(out_dir / "bench"),
+        "bench_points": [
+            {
+                "load": p.label,
+                "throughput_rps": p.throughput_rps,
+                "audio_seconds_per_s": p.audio_seconds_per_s,
+            }
+            for p in run.points
+        ],
         "recommendations": {sc.scenario: sc.recommendation for sc in plan.scenarios},
         **{k: round(v, 2) for k, v in stages.items()},
     }
@@ -104,13 +129,17 @@ def demo(
         print_json(summary)
         return
     console = Console()
+    render_bench(run, console)
     render(plan, console, None)
     console.print(
         f"\nwrote {wav}: {summary['audio_seconds']:.2f} s of audio ({result.steps} steps, length from "
         f"{result.length_source}) in {result.wall_seconds:.1f} s, RTF {summary['rtf']:.2f} "
         f"(synthetic {config} on {device}, {summary['threads']} threads)"
     )
-    console.print(f"profile: {profile_path}   plan: {plan_path}   summary: {out_dir / 'summary.json'}")
+    console.print(
+        f"profile: {profile_path}   bench: {out_dir / 'bench'}   plan: {plan_path}   "
+        f"summary: {out_dir / 'summary.json'}"
+    )
 
 
 def register(app: typer.Typer) -> None:
