@@ -32,3 +32,11 @@ def user_errors(func: F) -> F:
 def print_json(obj: Any) -> None:
     """Machine-readable output on stdout, nothing else on that stream."""
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
+
+
+# The model options that synth, serve and profile share: one definition, the same help everywhere.
+ASSETS = typer.Option(None, "--assets", help="Official ChatTTS asset directory.")
+SYNTHETIC = typer.Option(False, "--synthetic", help="Random weights of the real shapes.")
+CONFIG = typer.Option("chattts", "--config", help="chattts (real sizes) or tiny.")
+DEVICE = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N.")
+DTYPE = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16.")

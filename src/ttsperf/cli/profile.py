@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import print_json, user_errors
+from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, print_json, user_errors
 
 
 def _ints(flag: str, text: str) -> list[int]:
@@ -23,11 +23,11 @@ def _ints(flag: str, text: str) -> list[int]:
 
 @user_errors
 def profile(
-    assets: Path | None = typer.Option(None, "--assets", help="Official ChatTTS asset directory."),
-    synthetic: bool = typer.Option(False, "--synthetic", help="Random weights of the real shapes."),
-    config: str = typer.Option("chattts", "--config", help="chattts or tiny."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N."),
-    dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16."),
+    assets: Path | None = ASSETS,
+    synthetic: bool = SYNTHETIC,
+    config: str = CONFIG,
+    device: str = DEVICE,
+    dtype: str = DTYPE,
     batches: str = typer.Option("1,4,16", "--batches", help="Batch sizes of the decode-step grid."),
     contexts: str = typer.Option("64,512,2048", "--contexts", help="KV lengths of the decode-step grid."),
     prompts: str = typer.Option("16,64,256", "--prompts", help="Prompt lengths for prefill timing."),

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import user_errors
+from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, user_errors
 
 log = logging.getLogger("ttsperf.server")
 
@@ -33,11 +33,11 @@ def _switch_line(report: dict) -> str:
 
 @user_errors
 def serve(
-    assets: Path | None = typer.Option(None, "--assets", help="Official ChatTTS asset directory."),
-    synthetic: bool = typer.Option(False, "--synthetic", help="Random weights of the real shapes."),
-    config: str = typer.Option("chattts", "--config", help="chattts or tiny."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N."),
-    dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16."),
+    assets: Path | None = ASSETS,
+    synthetic: bool = SYNTHETIC,
+    config: str = CONFIG,
+    device: str = DEVICE,
+    dtype: str = DTYPE,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; 0.0.0.0 exposes the server."),
     port: int = typer.Option(8080, "--port", help="TCP port; 0 picks a free one (the log says which)."),
     max_batch: str = typer.Option(

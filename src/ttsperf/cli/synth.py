@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import print_json, user_errors
+from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, print_json, user_errors
 
 
 def load_pipeline(assets: Path | None, synthetic: bool, config: str, device: str, dtype: str, seed: int):
@@ -27,11 +27,11 @@ def load_pipeline(assets: Path | None, synthetic: bool, config: str, device: str
 def synth(
     text: str = typer.Argument(..., help="The text to speak."),
     out: Path = typer.Option(Path("out.wav"), "-o", "--out", help="Where to write the WAV."),
-    assets: Path | None = typer.Option(None, "--assets", help="Official ChatTTS asset directory."),
-    synthetic: bool = typer.Option(False, "--synthetic", help="Random weights of the real shapes."),
-    config: str = typer.Option("chattts", "--config", help="chattts or tiny."),
-    device: str = typer.Option("cpu", "--device", help="cpu, cuda, cuda:N."),
-    dtype: str = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16."),
+    assets: Path | None = ASSETS,
+    synthetic: bool = SYNTHETIC,
+    config: str = CONFIG,
+    device: str = DEVICE,
+    dtype: str = DTYPE,
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic weights and of sampling."),
     temperature: float = typer.Option(0.3, "--temperature"),
     top_p: float = typer.Option(0.7, "--top-p"),
