@@ -55,38 +55,18 @@ def run_official(assets: str, repeats: int, threads: int) -> dict:
 
     transformers.logging.set_verbosity_error()
     sys.path.insert(0, str(ROOT / "conformance"))
-    from ChatTTS.model import gen_logits
-    from ChatTTS.model.speaker import Speaker
-    from run import official_modules  # the same loader the conformance check uses
+    from run import official_generate, official_modules  # the conformance check's own code
 
     from ttsperf.model.config import CHATTTS
 
     logging.getLogger("official").setLevel(logging.ERROR)
     torch.set_num_threads(threads)
     off = official_modules(CHATTTS, Path(assets))
-    warpers, processors = gen_logits(num_code=625, top_P=0.7, top_K=20, repetition_penalty=1.05)
 
     @torch.inference_mode()
     def once(steps: int) -> tuple[float, float, int]:
         t0 = time.perf_counter()
-        decorated = Speaker.decorate_code_prompts([TEXT], "[speed_5]", None, None)
-        ids, attn, text_mask = off["tokenizer"].encode(decorated, 4)
-        emb = off["embed"](ids, text_mask)
-        result = next(
-            off["gpt"].generate(
-                emb,
-                ids,
-                temperature=torch.tensor([0.3] * 4),
-                eos_token=625,
-                attention_mask=attn,
-                max_new_token=steps,
-                min_new_token=steps,
-                logits_processors=(*processors, *warpers),
-                return_hidden=True,
-                show_tqdm=False,
-                ensure_non_empty=False,
-            )
-        )
+        result = official_generate(CHATTTS, off, TEXT, steps, 0.3)
         t1 = time.perf_counter()
         wav = off["vocos"].decode(off["decoder"](result.hiddens[0].T.unsqueeze(0).clone()))
         return t1 - t0, time.perf_counter() - t1, int(wav.shape[-1])

@@ -87,10 +87,30 @@ def official_modules(cfg, root: Path):
 
 
 @torch.inference_mode()
-def official_stage_outputs(cfg, off, inputs: dict) -> dict[str, np.ndarray]:
+def official_generate(cfg, off, text: str, steps: int, temperature: float, seed: int | None = None):
+    """The official prompt and code generation for exactly `steps` steps (official default
+    sampling otherwise): returns its GenerationOutputs (ids, hidden states)."""
     from ChatTTS.model import gen_logits
     from ChatTTS.model.speaker import Speaker
 
+    decorated = Speaker.decorate_code_prompts([text], "[speed_5]", None, None)
+    ids, attn, text_mask = off["tokenizer"].encode(decorated, cfg.gpt.num_vq)
+    emb = off["embed"](ids, text_mask)
+    warpers, processors = gen_logits(
+        num_code=cfg.gpt.num_audio_tokens - 1, top_P=0.7, top_K=20, repetition_penalty=1.05
+    )
+    return next(
+        off["gpt"].generate(
+            emb, ids, temperature=torch.tensor([temperature] * cfg.gpt.num_vq), eos_token=cfg.gpt.eos_token,
+            attention_mask=attn, max_new_token=steps, min_new_token=steps,
+            logits_processors=(*processors, *warpers), return_hidden=True, show_tqdm=False,
+            ensure_non_empty=False, manual_seed=seed,
+        )
+    )  # fmt: skip
+
+
+@torch.inference_mode()
+def official_stage_outputs(cfg, off, inputs: dict) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     ids = torch.from_numpy(inputs["gpt_ids"])
     mask = torch.from_numpy(inputs["gpt_text_mask"])
@@ -114,30 +134,7 @@ def official_stage_outputs(cfg, off, inputs: dict) -> dict[str, np.ndarray]:
 
     # Whole synthesis, greedy, fixed length. The official sampler keeps >= 3 candidates even at
     # top_K=1, so greedy is reached with a vanishing temperature; min = max new tokens fixes length.
-    steps = int(inputs["synth_steps"])
-    text = str(inputs["synth_text"])
-    decorated = Speaker.decorate_code_prompts([text], "[speed_5]", None, None)
-    in_ids, attn, text_mask = off["tokenizer"].encode(decorated, cfg.gpt.num_vq)
-    emb = off["embed"](in_ids, text_mask)
-    warpers, processors = gen_logits(
-        num_code=cfg.gpt.num_audio_tokens - 1, top_P=0.7, top_K=20, repetition_penalty=1.05
-    )
-    result = next(
-        off["gpt"].generate(
-            emb,
-            in_ids,
-            temperature=torch.tensor([1e-6] * cfg.gpt.num_vq),
-            eos_token=cfg.gpt.eos_token,
-            attention_mask=attn,
-            max_new_token=steps,
-            min_new_token=steps,
-            logits_processors=(*processors, *warpers),
-            return_hidden=True,
-            show_tqdm=False,
-            ensure_non_empty=False,
-            manual_seed=0,
-        )
-    )
+    result = official_generate(cfg, off, str(inputs["synth_text"]), int(inputs["synth_steps"]), 1e-6, seed=0)
     out["synth_codes"] = result.ids[0].numpy()
     hid = result.hiddens[0]
     out["synth_wav"] = off["vocos"].decode(off["decoder"](hid.T.unsqueeze(0).clone())).numpy()

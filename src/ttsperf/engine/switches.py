@@ -6,7 +6,7 @@ failing, so one command line works on a laptop and on a GPU server.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -70,7 +70,3 @@ def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.dev
     else:
         note("int8", False, "off")
     return report
-
-
-def describe(switches: Switches) -> dict:
-    return asdict(switches)

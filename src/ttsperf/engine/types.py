@@ -12,9 +12,9 @@ from typing import Literal
 
 import numpy as np
 
+from ttsperf.model.length import LengthSource
 from ttsperf.model.sampling import SamplingParams
 
-LengthSource = Literal["eos", "speech-rate"]
 ErrorKind = Literal["timeout", "cancelled", "oom", "shutdown", "too_long", "internal"]
 _ids = itertools.count(1)
 

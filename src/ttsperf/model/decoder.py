@@ -8,8 +8,6 @@ checkpoint loads whole and the parameter count is honest; ttsperf never encodes 
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
@@ -130,12 +128,6 @@ class MelDecoder(nn.Module):
         b, c, t = feats.shape
         frames = feats.view(b, 2, c // 2, t).permute(0, 2, 3, 1).reshape(b, c // 2, 2 * t)
         return self.out_conv(self.decoder(frames)) * self.coef
-
-    @property
-    def context_steps(self) -> int:
-        """Decode steps of left context a streamed chunk needs for seam-free output."""
-        frames = self.decoder.receptive_half_width + 1  # + out_conv's 3-tap half width
-        return math.ceil(frames / 2)
 
 
 class Decoder(MelDecoder):

@@ -10,7 +10,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -19,13 +18,12 @@ from ttsperf.errors import UserError
 from ttsperf.model.config import ModelConfig
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
-from ttsperf.model.length import SpeechRate
+from ttsperf.model.length import LengthSource, SpeechRate
 from ttsperf.model.sampling import PENALTY_WINDOW, SamplingParams, sample
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
 from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-LengthSource = Literal["eos", "speech-rate"]
 
 
 def resolve_device(name: str) -> str:

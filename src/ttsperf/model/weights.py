@@ -53,10 +53,6 @@ class ChatTTSModel(nn.Module):
         return counts
 
 
-def _hann(n: int) -> torch.Tensor:
-    return torch.hann_window(n)
-
-
 def _mel_filterbank(sample_rate: int, n_fft: int, n_mels: int) -> torch.Tensor:
     """HTK-scale triangular filters, (n_fft/2+1, n_mels): the mel front end's buffer. Only written so
     the official loader finds every key; ttsperf never analyses audio."""
@@ -75,7 +71,7 @@ def _extra_buffers(cfg: ModelConfig) -> dict[str, dict[str, torch.Tensor]]:
     """Tensors the official files carry that ttsperf does not use (audio analysis front ends)."""
     v = cfg.vocos
     front_end = {
-        "mel_spec.spectrogram.window": _hann(v.n_fft),
+        "mel_spec.spectrogram.window": torch.hann_window(v.n_fft),
         "mel_spec.mel_scale.fb": _mel_filterbank(cfg.sample_rate, v.n_fft, N_MELS),
     }
     return {
@@ -85,10 +81,6 @@ def _extra_buffers(cfg: ModelConfig) -> dict[str, dict[str, torch.Tensor]]:
         "embed": {},
         "decoder": {},
     }
-
-
-def _state_dict(module: nn.Module) -> dict[str, torch.Tensor]:
-    return {k: v for k, v in module.state_dict().items()}
 
 
 @torch.no_grad()
@@ -137,7 +129,7 @@ def save_assets(model: ChatTTSModel, directory: str | Path) -> Path:
     (root / "gpt").mkdir(parents=True, exist_ok=True)
     extras = _extra_buffers(model.cfg)
     for name, module in model.components().items():
-        tensors = {k: v.detach().contiguous().cpu() for k, v in _state_dict(module).items()}
+        tensors = {k: v.detach().contiguous().cpu() for k, v in module.state_dict().items()}
         tensors.update(extras[name])
         save_file(tensors, str(root / COMPONENT_FILES[name]), metadata={"format": "pt"})
     llama_config(model.cfg.gpt).to_json_file(str(root / "gpt" / "config.json"))
@@ -179,7 +171,7 @@ def _check_gpt_config(path: Path, model: ChatTTSModel) -> None:
 @torch.no_grad()
 def _load_component(name: str, module: nn.Module, path: Path, extras: dict[str, torch.Tensor]) -> None:
     tensors = _read_tensors(path)
-    expected = _state_dict(module)
+    expected = module.state_dict()
     ignorable = set(extras) | ({"embed_tokens.weight"} if name == "gpt" else set())
     missing = [k for k in expected if k not in tensors]
     if missing:
