@@ -18,6 +18,7 @@ $(STAMP): pyproject.toml constraints-dev.txt
 	touch $@
 
 test: $(STAMP)
+	sh tests/report/ensure_chromium.sh
 	$(PY) -m pytest -q
 
 demo: $(STAMP)

@@ -4,7 +4,8 @@ Stages, each with its own progress line: synthesize the guide's sentence with sy
 full-size ChatTTS, profile the model on this device, serve it (`ttsperf serve` on loopback) and
 load-test it (`ttsperf bench`, streaming, a short concurrency sweep), plan GPUs and cost from the
 profile. Every result lands in the output folder (WAV, profile.json, bench/, plan.json,
-summary.json). The HTML report joins here when it lands.
+summary.json) and the report built from them (report.html, report.md). Ctrl-C in any stage
+still writes summary.json and the report of the stages that finished, then exits 130.
 """
 
 from __future__ import annotations
@@ -29,116 +30,184 @@ def demo(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Run the whole job with embedded defaults: synthetic ChatTTS on this device, synthesized,
-    profiled and planned.
+    profiled, served and load-tested, planned, and written up as report.html.
 
     Example: ttsperf demo --quick -o runs/demo
     """
     import torch
-    from rich.console import Console
     from rich.progress import Progress
 
     from ttsperf.audio import write_wav
-    from ttsperf.bench.display import render as render_bench
     from ttsperf.cli.demo_serving import bench_server, start_server, stop_server
-    from ttsperf.cli.plan import render
     from ttsperf.model.config import get_config
     from ttsperf.model.pipeline import Pipeline
     from ttsperf.plan.api import make_plan
     from ttsperf.profile.measure import profile_model
+    from ttsperf.report import write_report
 
     cfg = get_config(config)
     out_dir.mkdir(parents=True, exist_ok=True)
-    stages: dict[str, float] = {}
-    t0 = time.perf_counter()
-    with Progress(disable=as_json) as progress:
-        task = progress.add_task(f"1/5 building synthetic {config} weights", total=1)
-        pipe = Pipeline.synthetic_model(cfg, seed=0, device=device)
-        progress.update(task, completed=1)
-        stages["build_seconds"] = time.perf_counter() - t0
-
-        task = progress.add_task("2/5 synthesizing the guide's sentence", total=None)
-        result = pipe.synthesize(
-            GUIDE_SENTENCE, on_step=lambda done, total: progress.update(task, completed=done, total=total)
-        )
-        wav = write_wav(out_dir / "demo.wav", result.wav, result.sample_rate)
-        stages["synth_seconds"] = result.wall_seconds
-
-        t1 = time.perf_counter()
-        task = progress.add_task("3/5 profiling this device", total=None)
-        grid = ([1, 4], [64, 512], [16, 64], 3) if quick else ([1, 4, 16], [64, 512, 2048], [16, 64, 256], 10)
-        prof = profile_model(
-            pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=grid[3],
-            warmup=1 if quick else 3,
-            progress=lambda msg: progress.update(task, description=f"3/5 profiling: {msg}"),
-        )  # fmt: skip
-        profile_path = out_dir / "profile.json"
-        profile_path.write_text(json.dumps(prof.dump(), indent=2))
-        stages["profile_seconds"] = time.perf_counter() - t1
-
-        t_bench = time.perf_counter()
-        task = progress.add_task("4/5 serving and load-testing", total=None)
-        sweep, per_point = ([1, 4], 4) if quick else ([1, 4, 16], 16)
-        server, url = start_server(config, device, max(sweep), out_dir / "server.log")
-        try:
-            run = bench_server(
-                url, server.pid, sweep, per_point, out_dir / "bench",
-                progress=lambda label, total, rec: progress.update(task, description=f"4/5 bench: {label}"),
-            )  # fmt: skip
-        finally:
-            stop_server(server)
-        stages["bench_seconds"] = time.perf_counter() - t_bench
-
-        t2 = time.perf_counter()
-        task = progress.add_task("5/5 planning GPUs and cost", total=None)
-        plan = make_plan(
-            profile=[str(profile_path)],
-            progress=lambda msg: progress.update(task, description=f"5/5 planning: {msg}"),
-        )
-        plan_path = out_dir / "plan.json"
-        plan_path.write_text(json.dumps(plan.model_dump(mode="json", by_alias=True), indent=2))
-        stages["plan_seconds"] = time.perf_counter() - t2
-    summary = {
+    _clear_previous(out_dir)
+    written: list[Path] = []  # this run's result files: what the report is built from
+    summary: dict = {
         "out_dir": str(out_dir),
-        "wav": str(wav),
-        "profile": str(profile_path),
-        "plan": str(plan_path),
         "text": GUIDE_SENTENCE,
         "config": config,
         "weights": "synthetic (random values, real shapes, seed 0)",
         "device": device,
         "threads": torch.get_num_threads(),
         "quick": quick,
-        "audio_seconds": round(result.audio_seconds, 3),
-        "steps": result.steps,
-        "rtf": round(result.rtf, 3),
-        "length_source": result.length_source,
-        "bench": str(out_dir / "bench"),
-        "bench_points": [
-            {
-                "load": p.label,
-                "throughput_rps": p.throughput_rps,
-                "audio_seconds_per_s": p.audio_seconds_per_s,
-            }
-            for p in run.points
-        ],
-        "recommendations": {sc.scenario: sc.recommendation for sc in plan.scenarios},
-        **{k: round(v, 2) for k, v in stages.items()},
+    }
+    result = run = plan = None
+    stage = "starting"
+    t0 = time.perf_counter()
+    try:
+        with Progress(disable=as_json) as progress:
+            stage = "building the model"
+            task = progress.add_task(f"1/5 building synthetic {config} weights", total=1)
+            pipe = Pipeline.synthetic_model(cfg, seed=0, device=device)
+            progress.update(task, completed=1)
+            summary["build_seconds"] = time.perf_counter() - t0
+
+            stage = "synthesis"
+            task = progress.add_task("2/5 synthesizing the guide's sentence", total=None)
+            result = pipe.synthesize(
+                GUIDE_SENTENCE, on_step=lambda done, total: progress.update(task, completed=done, total=total)
+            )
+            wav = write_wav(out_dir / "demo.wav", result.wav, result.sample_rate)
+            summary.update(
+                wav=str(wav),
+                audio_seconds=round(result.audio_seconds, 3),
+                steps=result.steps,
+                rtf=round(result.rtf, 3),
+                length_source=result.length_source,
+                synth_seconds=result.wall_seconds,
+            )
+
+            stage = "profile"
+            t1 = time.perf_counter()
+            task = progress.add_task("3/5 profiling this device", total=None)
+            grid = (
+                ([1, 4], [64, 512], [16, 64], 3)
+                if quick
+                else ([1, 4, 16], [64, 512, 2048], [16, 64, 256], 10)
+            )
+            prof = profile_model(
+                pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=grid[3],
+                warmup=1 if quick else 3,
+                progress=lambda msg: progress.update(task, description=f"3/5 profiling: {msg}"),
+            )  # fmt: skip
+            profile_path = out_dir / "profile.json"
+            profile_path.write_text(json.dumps(prof.dump(), indent=2))
+            written.append(profile_path)
+            summary.update(profile=str(profile_path), profile_seconds=time.perf_counter() - t1)
+
+            stage = "serving and load-testing"
+            t_bench = time.perf_counter()
+            task = progress.add_task("4/5 serving and load-testing", total=None)
+            sweep, per_point = ([1, 4], 4) if quick else ([1, 4, 16], 16)
+            server, url = start_server(config, device, max(sweep), out_dir / "server.log")
+            try:
+                run = bench_server(
+                    url, server.pid, sweep, per_point, out_dir / "bench",
+                    progress=lambda label, *_: progress.update(task, description=f"4/5 bench: {label}"),
+                )  # fmt: skip
+            finally:
+                stop_server(server)
+            written.append(out_dir / "bench" / "run.json")
+            summary.update(
+                bench=str(out_dir / "bench"),
+                bench_seconds=time.perf_counter() - t_bench,
+                bench_points=[
+                    {
+                        "load": p.label,
+                        "throughput_rps": p.throughput_rps,
+                        "audio_seconds_per_s": p.audio_seconds_per_s,
+                    }
+                    for p in run.points
+                ],
+            )
+            if run.interrupted:  # bench keeps what finished when Ctrl-C arrives; the demo stops here
+                raise KeyboardInterrupt
+
+            stage = "plan"
+            t2 = time.perf_counter()
+            task = progress.add_task("5/5 planning GPUs and cost", total=None)
+            plan = make_plan(
+                profile=[str(profile_path)],
+                progress=lambda msg: progress.update(task, description=f"5/5 planning: {msg}"),
+            )
+            plan_path = out_dir / "plan.json"
+            plan_path.write_text(json.dumps(plan.model_dump(mode="json", by_alias=True), indent=2))
+            written.append(plan_path)
+            summary.update(
+                plan=str(plan_path),
+                plan_seconds=time.perf_counter() - t2,
+                recommendations={sc.scenario: sc.recommendation for sc in plan.scenarios},
+            )
+            stage = ""
+    except KeyboardInterrupt:
+        summary["interrupted"] = f"Ctrl-C during {stage}"
+    summary.setdefault("recommendations", {})
+    summary = {
+        k: round(v, 2) if k.endswith("_seconds") and k != "audio_seconds" else v for k, v in summary.items()
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
+    written.append(out_dir / "summary.json")
+    report = write_report(written, out_dir / "report.html")
+    summary["report"] = str(report.html)
     if as_json:
         print_json(summary)
-        return
+    else:
+        _print_results(summary, result, run, plan, config, device)
+    print_fn = (lambda m: typer.echo(m, err=True)) if as_json else typer.echo
+    print_fn(f"\nrecommendation: {report.report.recommendation}")
+    print_fn(f"report: {report.html} (and {report.markdown})")
+    if "interrupted" in summary:
+        print_fn(f"interrupted ({summary['interrupted']}): the report covers the stages that finished")
+        raise typer.Exit(130)
+
+
+# What a previous demo left in the folder: removed first, so the report never mixes two runs.
+PREVIOUS = (
+    "profile.json",
+    "plan.json",
+    "summary.json",
+    "report.html",
+    "report.md",
+    "demo.wav",
+    "bench/run.json",
+    "bench/requests.csv",
+)
+
+
+def _clear_previous(out_dir: Path) -> None:
+    for name in PREVIOUS:
+        (out_dir / name).unlink(missing_ok=True)
+
+
+def _print_results(summary: dict, result, run, plan, config: str, device: str) -> None:
+    from rich.console import Console
+
+    from ttsperf.bench.display import render as render_bench
+    from ttsperf.cli.plan import render
+
     console = Console()
-    render_bench(run, console)
-    render(plan, console, None)
+    if run is not None:
+        render_bench(run, console)
+    if plan is not None:
+        render(plan, console, None)
+    if result is not None:
+        console.print(
+            f"\nwrote {summary['wav']}: {summary['audio_seconds']:.2f} s of audio ({result.steps} steps, "
+            "length "
+            f"from {result.length_source}) in {result.wall_seconds:.1f} s, RTF {summary['rtf']:.2f} "
+            f"(synthetic {config} on {device}, {summary['threads']} threads)"
+        )
+    files = ("profile", "bench", "plan")
     console.print(
-        f"\nwrote {wav}: {summary['audio_seconds']:.2f} s of audio ({result.steps} steps, length from "
-        f"{result.length_source}) in {result.wall_seconds:.1f} s, RTF {summary['rtf']:.2f} "
-        f"(synthetic {config} on {device}, {summary['threads']} threads)"
-    )
-    console.print(
-        f"profile: {profile_path}   bench: {out_dir / 'bench'}   plan: {plan_path}   "
-        f"summary: {out_dir / 'summary.json'}"
+        "   ".join(f"{k}: {summary[k]}" for k in files if k in summary)
+        + f"   summary: {Path(summary['out_dir']) / 'summary.json'}"
     )
 
 

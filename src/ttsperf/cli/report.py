@@ -1,0 +1,51 @@
+"""`ttsperf report`: the HTML page and report.md from result files (a thin shell over ttsperf.report)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from ttsperf.cli.common import print_json, user_errors
+
+
+@user_errors
+def report(
+    paths: list[Path] = typer.Argument(
+        None,
+        metavar="RUN_OR_DIR...",
+        help="Result files (run.json, profile.json, plan.json, ...) or folders.",
+    ),
+    out: Path = typer.Option(
+        Path("report.html"), "-o", "--out", help="The HTML page; report.md goes beside it."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+) -> None:
+    """One self-contained HTML page (charts inline, no network) and a Markdown copy from any mix of
+    bench runs, profiles, plans and demo folders.
+
+    Example: ttsperf report runs/demo runs/bench-4090/run.json -o report.html
+    """
+    from ttsperf.report import write_report
+
+    w = write_report(list(paths or []), out)
+    if as_json:
+        print_json(
+            {
+                "html": str(w.html),
+                "markdown": str(w.markdown),
+                "charts": len(w.report.charts()),
+                "recommendation": w.report.recommendation,
+                "inputs": [{"path": str(p), "kind": k} for p, k in w.report.inputs],
+            }
+        )
+        return
+    typer.echo(w.report.recommendation)
+    typer.echo(
+        f"wrote {w.html} and {w.markdown} ({len(w.report.charts())} charts, "
+        f"{len(w.report.inputs)} input files)"
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command("report")(report)

@@ -1,0 +1,211 @@
+"""Sections from bench runs: latency and throughput vs load, and the telemetry over the run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ttsperf.bench.results import BenchRun, PointResult
+from ttsperf.report.document import Chart, Section, Table, mb, ms, num
+from ttsperf.report.svg import HLine, LineChart, Series
+
+# SLO constraints drawn as a line on the latency chart: bench's names for latency percentiles.
+LATENCY_SLOS = ("e2e_", "latency_", "ttfa_")
+
+
+def _xlabel(run: BenchRun) -> str:
+    kind = run.points[0].strategy.kind
+    return "concurrency (requests in flight)" if kind == "concurrent" else "offered rate (requests/s)"
+
+
+def _slo_lines(run: BenchRun) -> list[HLine]:
+    """One line per latency bound, from the run's verdict or, where that has none, its points'."""
+    verdicts = [run.slo] + [p.slo for p in run.points]
+    bounds = {(c.name, c.op, c.bound) for v in verdicts if v for c in v.constraints}
+    return [
+        HLine(f"SLO {name} {op} {bound:g} s", bound)
+        for name, op, bound in sorted(bounds)
+        if name.startswith(LATENCY_SLOS)
+    ]
+
+
+def _pct_series(pts: list[PointResult], dist: str, stats: tuple[str, ...], prefix: str) -> list[Series]:
+    out = []
+    for stat in stats:
+        xy = [(p.strategy.load, getattr(getattr(p, dist), stat)) for p in pts]
+        xy = [(x, y) for x, y in xy if y is not None]  # a percentile n cannot resolve is not drawn
+        if xy:
+            name = stat.upper() if stat.startswith("p") else stat
+            out.append(Series(f"{prefix} {name}", xy, dashed=prefix == "TTFA"))
+    return out
+
+
+def load_section(path: Path, run: BenchRun, key: str) -> Section:
+    sec = Section(f"Load test: {', '.join(run.targets)} ({run.adapter})", [path])
+    if not run.points:
+        return sec.say("This run has no completed load points (interrupted before the first finished).")
+    pts = sorted(run.points, key=lambda p: p.strategy.load)
+    sec.say(
+        f"{len(pts)} load point(s), {sum(p.requests for p in pts)} measured requests "
+        f"({pts[0].warmup} warm-up excluded); throughput = successes / window, never n / sum(latency). "
+        + ("The run was interrupted; the points shown finished." if run.interrupted else "")
+    )
+    if run.slo is not None:
+        verdict = "passed" if run.slo.passed else "failed: " + "; ".join(run.slo.failures)
+        sec.say(f"SLO {verdict}.")
+    series = _pct_series(pts, "latency_s", ("p50", "p90", "p99"), "E2E")
+    series += _pct_series(pts, "ttfa_s", ("p50", "p99"), "TTFA")
+    if not series:  # too few requests for any percentile (P50 needs n >= 20): show what n supports
+        series = _pct_series(pts, "latency_s", ("mean", "max"), "E2E")
+        series += _pct_series(pts, "ttfa_s", ("mean", "max"), "TTFA")
+        sec.say(
+            "Too few requests per point for percentiles (P50 needs n >= 20): the chart shows mean and max."
+        )
+    if series:
+        sec.blocks.append(
+            Chart(
+                f"latency_{key}",
+                "Latency vs load",
+                LineChart("Latency vs load", _xlabel(run), "seconds", series, _slo_lines(run)).svg(),
+            )
+        )
+    thr = [Series("requests/s (successes / window)", [(p.strategy.load, p.throughput_rps) for p in pts])]
+    if any(p.goodput_rps is not None for p in pts):
+        thr.append(
+            Series(
+                "goodput req/s (meeting SLO)",
+                [(p.strategy.load, p.goodput_rps or 0.0) for p in pts],
+                dashed=True,
+            )
+        )
+    thr.append(Series("audio seconds / s", [(p.strategy.load, p.audio_seconds_per_s) for p in pts]))
+    sec.blocks.append(
+        Chart(
+            f"throughput_{key}",
+            "Throughput vs load",
+            LineChart("Throughput vs load", _xlabel(run), "per second", thr).svg(),
+        )
+    )
+    sec.blocks.append(
+        Table(
+            [
+                "load",
+                "n",
+                "ok",
+                "req/s",
+                "audio s/s",
+                "E2E P50",
+                "E2E P90",
+                "E2E P99",
+                "TTFA P50",
+                "TTFA P99",
+                "errors",
+            ],
+            [
+                [
+                    p.label,
+                    str(p.requests),
+                    str(p.successes),
+                    num(p.throughput_rps),
+                    num(p.audio_seconds_per_s),
+                    ms(p.latency_s.p50),
+                    ms(p.latency_s.p90),
+                    ms(p.latency_s.p99),
+                    ms(p.ttfa_s.p50),
+                    ms(p.ttfa_s.p99),
+                    ", ".join(f"{k} {v}" for k, v in p.errors.items() if v) or "0",
+                ]
+                for p in pts
+            ],
+            "– : no audio reported, or a percentile n cannot resolve (P99 needs n >= 1000)",
+        )
+    )
+    return sec
+
+
+def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
+    sec = Section("Resources over the run", [path])
+    gpu = [s for s in run.telemetry if "gpu_util" in s]
+    proc = [s for s in run.telemetry if "proc_cpu_pct" in s]
+    if gpu:
+        sec.blocks.append(
+            Chart(
+                f"gpu_{key}",
+                "GPU utilisation over the run",
+                LineChart(
+                    "GPU utilisation over the run",
+                    "run time (s)",
+                    "utilisation %",
+                    [Series("GPU util %", [(s["t"], 100 * s["gpu_util"]) for s in gpu])],
+                    markers=False,
+                ).svg(),
+            )
+        )
+        if any("gpu_mem_bytes" in s for s in gpu):
+            sec.blocks.append(
+                Chart(
+                    f"gpu_mem_{key}",
+                    "GPU memory over the run",
+                    LineChart(
+                        "GPU memory over the run",
+                        "run time (s)",
+                        "GB",
+                        [
+                            Series(
+                                "GPU memory GB",
+                                [(s["t"], s["gpu_mem_bytes"] / 1e9) for s in gpu if "gpu_mem_bytes" in s],
+                            )
+                        ],
+                        markers=False,
+                    ).svg(),
+                )
+            )
+    else:
+        notes = "; ".join(run.telemetry_notes) or "no GPU samples were taken: no local GPU, no --metrics-url"
+        sec.say(f"No GPU telemetry in this run ({notes}), so GPU utilisation and memory cannot be shown.")
+    if proc:
+        sec.say("The server process (bench --server-pid), sampled on the request clock:")
+        sec.blocks.append(
+            Chart(
+                f"server_cpu_{key}",
+                "Server process CPU over the run",
+                LineChart(
+                    "Server process CPU over the run",
+                    "run time (s)",
+                    "CPU % (100 = one core)",
+                    [Series("server CPU %", [(s["t"], s["proc_cpu_pct"]) for s in proc])],
+                    markers=False,
+                ).svg(),
+            )
+        )
+        sec.blocks.append(
+            Chart(
+                f"server_rss_{key}",
+                "Server process memory over the run",
+                LineChart(
+                    "Server process memory over the run",
+                    "run time (s)",
+                    "resident memory (GB)",
+                    [Series("server RSS GB", [(s["t"], s.get("proc_rss_bytes", 0) / 1e9) for s in proc])],
+                    markers=False,
+                ).svg(),
+            )
+        )
+    elif not gpu:
+        sec.say("No server process samples either (bench without --server-pid): nothing to chart.")
+    rows = []
+    for p in sorted(run.points, key=lambda p: p.strategy.load):
+        t = p.telemetry
+        rows.append(
+            [
+                p.label,
+                num(t.get("gpu_util_mean"), ".0%"),
+                mb(t.get("gpu_mem_max")),
+                num(t.get("proc_cpu_pct_mean"), ".0f", " %"),
+                mb(t.get("proc_rss_max")),
+            ]
+        )
+    if rows:
+        sec.blocks.append(
+            Table(["load", "GPU util mean", "GPU memory max", "server CPU mean", "server RSS max"], rows)
+        )
+    return sec

@@ -1,0 +1,90 @@
+"""Turn the inputs into a Report: the recommendation first, then one section per result."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ttsperf.report.bench_sections import load_section, telemetry_section
+from ttsperf.report.claims import claims_section
+from ttsperf.report.document import Report, Section
+from ttsperf.report.inputs import Inputs
+from ttsperf.report.model_sections import demo_section, optimizations_section, profile_section
+from ttsperf.report.plan_section import plan_sections
+
+
+def recommendation(inputs: Inputs) -> tuple[str, Path | None, list[str]]:
+    """(the one sentence at the top, the file it came from, the other scenarios' sentences).
+
+    A plan's first scenario decides; without a plan, the most a bench run measured; without
+    either, what the profile says; each says what is missing for a GPU choice.
+    """
+    for path, plan in inputs.plans:
+        if plan.scenarios:
+            first, *rest = plan.scenarios
+            return first.recommendation, path, [sc.recommendation for sc in rest]
+    for path, run in inputs.bench:
+        if run.points:
+            best = max(run.points, key=lambda p: p.throughput_rps)
+            slo = (
+                ""
+                if run.slo is None
+                else (
+                    " and met its SLO"
+                    if run.slo.passed
+                    else f" but failed its SLO ({'; '.join(run.slo.failures)})"
+                )
+            )
+            return (
+                f"No plan among the inputs, so no GPU choice: {', '.join(run.targets)} served at most "
+                f"{best.throughput_rps:.3g} requests/s ({best.audio_seconds_per_s:.3g} audio s/s) at "
+                f"{best.label}{slo}; run `ttsperf plan --profile PROFILE` for GPUs and cost.",
+                path,
+                [],
+            )
+    for path, prof in inputs.profiles:
+        step = min(prof.steps, key=lambda p: (p.batch, p.context), default=None)
+        at = f"; a decode step at batch {step.batch} takes {1000 * step.seconds.value:.1f} ms" if step else ""
+        return (
+            f"No plan among the inputs, so no GPU choice: {prof.model.config} {prof.model.dtype} was "
+            f"profiled on {prof.device.name}{at}; run `ttsperf plan --profile {path}` for GPUs and cost.",
+            path,
+            [],
+        )
+    return "No plan, bench run or profile among the inputs: nothing to recommend from.", None, []
+
+
+def _key(path: Path, i: int) -> str:
+    """A short, file-safe, unique name for charts of one input."""
+    stem = "".join(ch if ch.isalnum() else "_" for ch in path.parent.name or "input")[:24]
+    return f"{stem}{i}"
+
+
+def build_report(inputs: Inputs) -> Report:
+    sections: list[Section] = []
+    for i, (path, run) in enumerate(inputs.bench):
+        sections += [load_section(path, run, _key(path, i)), telemetry_section(path, run, _key(path, i))]
+    for i, (path, prof) in enumerate(inputs.profiles):
+        sections.append(profile_section(path, prof, _key(path, i)))
+    for path, rows in inputs.optimizations:
+        sections.append(optimizations_section(path, rows))
+    for i, (path, plan) in enumerate(inputs.plans):
+        sections += plan_sections(path, plan, _key(path, i))
+    claims = claims_section(inputs)
+    if claims is not None:
+        sections.append(claims)
+    for path, summary in inputs.demos:
+        sections.append(demo_section(path, summary))
+    sentence, source, others = recommendation(inputs)
+    missing = [
+        what
+        for what, present in (
+            (
+                "latency, throughput and telemetry: no bench run (`ttsperf bench -o DIR` writes run.json)",
+                inputs.bench,
+            ),
+            ("memory and step time vs batch: no profile (ttsperf profile -o profile.json)", inputs.profiles),
+            ("cost table and Pareto chart: no plan (ttsperf plan --json -o plan.json)", inputs.plans),
+        )
+        if not present
+    ]
+    return Report(sentence, source, others, sections, inputs.files(), inputs.skipped, missing)

@@ -1,0 +1,187 @@
+"""Sections from profiles and `profile --optimizations` tables: memory and step time vs batch."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from ttsperf.profile.schema import ModelProfile
+from ttsperf.report.document import Chart, Section, Table, mb, num
+from ttsperf.report.svg import LineChart, Series
+
+
+def _by_context(points, value) -> list[Series]:
+    contexts = sorted({p.context for p in points})
+    return [
+        Series(f"context {c} tokens", sorted((p.batch, value(p)) for p in points if p.context == c))
+        for c in contexts
+    ]
+
+
+def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
+    d, m = prof.device, prof.model
+    sec = Section(f"Model profile: {m.config} {m.dtype} on {d.name}", [path])
+    weights = "synthetic weights (random values, real shapes)" if m.synthetic else "real weights"
+    sec.say(
+        f"{m.parameters.get('total', sum(m.parameters.values())):,} parameters, {weights}; "
+        f"runtime: {', '.join(f'{k}={v}' for k, v in prof.runtime.items()) or 'not recorded'}."
+    )
+    if prof.memory:
+        sec.blocks.append(
+            Chart(
+                f"memory_{key}",
+                "Memory vs batch",
+                LineChart(
+                    "Memory vs batch (profile)",
+                    "batch (sequences)",
+                    "MB",
+                    _by_context(prof.memory, lambda p: p.peak_bytes.value / 1e6),
+                ).svg(),
+            )
+        )
+    if prof.steps:
+        sec.blocks.append(
+            Chart(
+                f"step_{key}",
+                "Decode step time vs batch",
+                LineChart(
+                    "Decode step time vs batch (profile)",
+                    "batch (sequences)",
+                    "ms per step",
+                    _by_context(prof.steps, lambda p: 1000 * p.seconds.value),
+                ).svg(),
+            )
+        )
+    rows = [
+        ["weights", mb(prof.weights_bytes.value), prof.weights_bytes.how],
+        [
+            "KV cache per token per sequence",
+            f"{prof.kv_bytes_per_token.value:,.0f} B",
+            prof.kv_bytes_per_token.how,
+        ],
+    ]
+    for name, meas in (
+        ("Decoder + Vocos per audio second", prof.decode_seconds_per_audio_second),
+        ("one streamed chunk's Decoder + Vocos", prof.vocoder_chunk_seconds),
+        ("fixed per-step overhead", prof.fixed_step_overhead_s),
+        ("achieved bandwidth", prof.achieved_bandwidth_gbs),
+    ):
+        if meas is not None:
+            rows.append([name, f"{meas.value:.4g} {meas.unit}", meas.how])
+    for p in prof.prefill:
+        rows.append(
+            [f"prefill of {p.prompt_tokens} tokens", f"{1000 * p.seconds.value:.1f} ms", p.seconds.how]
+        )
+    sec.blocks.append(Table(["measured", "value", "how"], rows))
+    if prof.memory:
+        what = prof.memory[0].peak_bytes.how
+        sec.blocks.append(
+            Table(
+                ["batch", "context", "memory", "process RSS"],
+                [
+                    [
+                        str(p.batch),
+                        str(p.context),
+                        mb(p.peak_bytes.value),
+                        mb(p.rss_bytes.value if p.rss_bytes else None),
+                    ]
+                    for p in prof.memory
+                ],
+                f"memory: {what}",
+            )
+        )
+    if prof.steps:
+        sec.blocks.append(
+            Table(
+                ["batch", "context", "step", "spread (IQR)", "n"],
+                [
+                    [
+                        str(p.batch),
+                        str(p.context),
+                        f"{1000 * p.seconds.value:.2f} ms",
+                        num(None if p.seconds.spread is None else 1000 * p.seconds.spread, ".2f", " ms"),
+                        num(p.seconds.n, "d"),
+                    ]
+                    for p in prof.steps
+                ],
+                prof.steps[0].seconds.how,
+            )
+        )
+    return sec
+
+
+def baseline(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((r for r in rows if r.get("applies") and "baseline" in r.get("variant", "")), None)
+
+
+def _delta(row: dict[str, Any], base: dict[str, Any] | None, field: str) -> str:
+    if not row.get("applies") or base is None or not base.get(field):
+        return "–"
+    return f"{row[field] / base[field] - 1:+.0%}"
+
+
+def optimizations_section(path: Path, rows: list[dict[str, Any]]) -> Section:
+    sec = Section("The guide's optimisations, measured (profile --optimizations)", [path])
+    base = baseline(rows)
+    sec.say("Each variant ran in its own process; deltas are against the fp32 baseline row.")
+    table = []
+    for r in rows:
+        if not r.get("applies"):
+            table.append(
+                [
+                    r["variant"],
+                    r.get("guide_claim", ""),
+                    "–",
+                    "–",
+                    "–",
+                    "–",
+                    "–",
+                    f"not measured: {r.get('note', '')}",
+                ]
+            )
+            continue
+        table.append(
+            [
+                r["variant"],
+                r.get("guide_claim", ""),
+                num(r.get("step_ms"), ".1f", " ms"),
+                _delta(r, base, "step_ms"),
+                num(r.get("weights_MB"), ",.0f", " MB"),
+                num(r.get("peak_MB"), ",.0f", " MB"),
+                _delta(r, base, "peak_MB"),
+                r.get("note", ""),
+            ]
+        )
+    sec.blocks.append(
+        Table(["variant", "the guide says", "step", "Δ step", "weights", "peak", "Δ peak", "note"], table)
+    )
+    return sec
+
+
+def demo_section(path: Path, summary: dict[str, Any]) -> Section:
+    sec = Section("The demo run", [path])
+    state = (
+        "interrupted (Ctrl-C): stages after the last one shown did not run"
+        if summary.get("interrupted")
+        else "complete"
+    )
+    sec.say(
+        f"`ttsperf demo{' --quick' if summary.get('quick') else ''}`, {state}: "
+        f"synthetic {summary.get('config')} "
+        f"on {summary.get('device')} ({summary.get('threads', '?')} threads)."
+    )
+    rows = []
+    if "audio_seconds" in summary:
+        rows.append(
+            [
+                "synthesis",
+                f"{summary['audio_seconds']} s of audio, {summary.get('steps')} steps, "
+                f"RTF {summary.get('rtf')} (length from {summary.get('length_source')})",
+            ]
+        )
+    for k, v in summary.items():
+        if k.endswith("_seconds") and k != "audio_seconds" and isinstance(v, (int, float)):
+            rows.append([k.removesuffix("_seconds") + " stage", f"{v:.1f} s wall"])
+    if rows:
+        sec.blocks.append(Table(["stage", "result"], rows))
+    return sec

@@ -1,0 +1,136 @@
+"""A Report as one self-contained HTML page (CSS and SVG inline, no script, no network) and as
+Markdown for a ticket (charts as SVG files beside it, linked)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from html import escape
+from pathlib import Path
+
+from ttsperf import __version__
+from ttsperf.report.document import Chart, Report, Table
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Roboto, "Noto Sans", "Noto Sans CJK SC", sans-serif;
+       margin: 0 auto; max-width: 1320px; padding: 16px 28px; color: #1a1a1a; background: #fff; }
+h1 { font-size: 24px; margin-bottom: 4px; }
+h2 { font-size: 19px; border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 32px; }
+.recommendation { font-size: 18px; background: #eef6ee; border-left: 5px solid #2ca02c;
+                  padding: 12px 16px; margin: 12px 0; }
+.others { color: #444; font-size: 14px; }
+.meta, .source, .caption { color: #666; font-size: 12.5px; }
+.charts { display: flex; flex-wrap: wrap; gap: 16px; margin: 12px 0; }
+figure.chart { margin: 0; border: 1px solid #e3e3e3; background: #fff; }
+table { border-collapse: collapse; font-size: 13px; margin: 10px 0; }
+th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: left; vertical-align: top; }
+th { background: #f4f4f4; }
+td { max-width: 520px; }
+code { background: #f4f4f4; padding: 0 3px; }
+"""
+
+
+def _inline(text: str) -> str:
+    """Escape, then the two bits of Markdown the sections use: **bold** and `code`."""
+    out = escape(text)
+    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+
+
+def _html_table(t: Table) -> str:
+    head = "".join(f"<th>{escape(h)}</th>" for h in t.headers)
+    body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
+    cap = f'<div class="caption">{escape(t.caption)}</div>' if t.caption else ""
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{cap}"
+
+
+def _html_chart(c: Chart) -> str:
+    return (
+        f'<figure class="chart" id="chart-{escape(c.name)}" data-title="{escape(c.title)}">{c.svg}</figure>'
+    )
+
+
+def to_html(report: Report) -> str:
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        # no network: nothing on this page may load from anywhere, which the browser then enforces
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">",
+        "<title>ttsperf report</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>ttsperf report</h1>",
+        f'<div class="meta">ttsperf {__version__}, written {now} '
+        f"from {len(report.inputs)} result file(s)</div>",
+        f'<p class="recommendation" id="recommendation">{_inline(report.recommendation)}</p>',
+    ]
+    if report.recommendation_source:
+        parts.append(f'<div class="source">from {escape(str(report.recommendation_source))}</div>')
+    if report.other_recommendations:
+        items = "".join(f"<li>{_inline(s)}</li>" for s in report.other_recommendations)
+        parts.append(f'<ul class="others">{items}</ul>')
+    for sec in report.sections:
+        parts.append(f"<section><h2>{escape(sec.title)}</h2>")
+        parts.append(f'<div class="source">from {escape(", ".join(str(p) for p in sec.sources))}</div>')
+        charts: list[str] = []
+        for block in sec.blocks:
+            if isinstance(block, Chart):
+                charts.append(_html_chart(block))
+                continue
+            if charts:
+                parts.append(f'<div class="charts">{"".join(charts)}</div>')
+                charts = []
+            parts.append(_html_table(block) if isinstance(block, Table) else f"<p>{_inline(block)}</p>")
+        if charts:
+            parts.append(f'<div class="charts">{"".join(charts)}</div>')
+        parts.append("</section>")
+    parts.append("<section><h2>Inputs</h2>")
+    parts.append(_html_table(Table(["file", "kind"], [[str(p), k] for p, k in report.inputs])))
+    for line in report.missing:
+        parts.append(f"<p>Not shown — {_inline(line)}</p>")
+    if report.skipped:
+        items = "".join(f"<li>{escape(s)}</li>" for s in report.skipped)
+        parts.append(
+            f"<details><summary>skipped in the directories searched ({len(report.skipped)})</summary>"
+            f'<ul class="source">{items}</ul></details>'
+        )
+    parts.append("</section></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(t: Table) -> list[str]:
+    lines = ["| " + " | ".join(_md_cell(h) for h in t.headers) + " |", "|" + "---|" * len(t.headers)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in t.rows]
+    if t.caption:
+        lines += ["", f"_{t.caption}_"]
+    return [*lines, ""]
+
+
+def to_markdown(report: Report, charts_dir: Path, link_base: str) -> str:
+    """Markdown; every chart is written as charts_dir/NAME.svg and linked as link_base/NAME.svg."""
+    charts_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["# ttsperf report", "", f"**{report.recommendation}**", ""]
+    if report.recommendation_source:
+        lines += [f"(from `{report.recommendation_source}`)", ""]
+    lines += [f"- {s}" for s in report.other_recommendations]
+    for sec in report.sections:
+        lines += ["", f"## {sec.title}", "", f"From: {', '.join(f'`{p}`' for p in sec.sources)}", ""]
+        for block in sec.blocks:
+            if isinstance(block, Chart):
+                (charts_dir / f"{block.name}.svg").write_text(block.svg, encoding="utf-8")
+                lines += [f"![{block.title}]({link_base}/{block.name}.svg)", ""]
+            elif isinstance(block, Table):
+                lines += _md_table(block)
+            else:
+                lines += [block, ""]
+    lines += ["", "## Inputs", ""] + _md_table(
+        Table(["file", "kind"], [[str(p), k] for p, k in report.inputs])
+    )
+    lines += [f"Not shown — {line}" for line in report.missing]
+    return "\n".join(lines).rstrip() + "\n"
