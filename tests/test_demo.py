@@ -28,3 +28,10 @@ def test_demo_quick_writes_wav_profile_bench_plan_and_summary(tmp_path):
     assert "engine: max batch 4" in log and "Finished server process" in log  # served, then drained
     plan = Plan.model_validate(json.loads((tmp_path / "plan.json").read_text()))
     assert summary["recommendations"] == {sc.scenario: sc.recommendation for sc in plan.scenarios}
+    # the report of this run, built from exactly the files it wrote, recommendation on top
+    assert summary["report"] == str(tmp_path / "report.html") and (tmp_path / "report.md").is_file()
+    html = (tmp_path / "report.html").read_text()
+    assert plan.scenarios[0].recommendation.split(":")[0] in html
+    for chart in ("latency_bench", "throughput_bench", "server_cpu_bench", "memory_", "step_", "pareto_realtime"):
+        assert f'id="chart-{chart}' in html, chart
+    assert f"recommendation: {plan.scenarios[0].recommendation}" in res.stderr
