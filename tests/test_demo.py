@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from html import escape
 
 from typer.testing import CliRunner
 
@@ -31,7 +32,7 @@ def test_demo_quick_writes_wav_profile_bench_plan_and_summary(tmp_path):
     # the report of this run, built from exactly the files it wrote, recommendation on top
     assert summary["report"] == str(tmp_path / "report.html") and (tmp_path / "report.md").is_file()
     html = (tmp_path / "report.html").read_text()
-    assert plan.scenarios[0].recommendation.split(":")[0] in html
+    assert escape(plan.scenarios[0].recommendation) in html
     for chart in ("latency_bench", "throughput_bench", "server_cpu_bench", "memory_", "step_", "pareto_realtime"):
         assert f'id="chart-{chart}' in html, chart
     assert f"recommendation: {plan.scenarios[0].recommendation}" in res.stderr

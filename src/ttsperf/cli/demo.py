@@ -149,13 +149,13 @@ def demo(
     except KeyboardInterrupt:
         summary["interrupted"] = f"Ctrl-C during {stage}"
     summary.setdefault("recommendations", {})
+    summary["report"] = str(out_dir / "report.html")  # written next, from the files listed above
     summary = {
         k: round(v, 2) if k.endswith("_seconds") and k != "audio_seconds" else v for k, v in summary.items()
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     written.append(out_dir / "summary.json")
     report = write_report(written, out_dir / "report.html")
-    summary["report"] = str(report.html)
     if as_json:
         print_json(summary)
     else:
