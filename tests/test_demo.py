@@ -33,6 +33,13 @@ def test_demo_quick_writes_wav_profile_bench_plan_and_summary(tmp_path):
     assert summary["report"] == str(tmp_path / "report.html") and (tmp_path / "report.md").is_file()
     html = (tmp_path / "report.html").read_text()
     assert escape(plan.scenarios[0].recommendation) in html
-    for chart in ("latency_bench", "throughput_bench", "server_cpu_bench", "memory_", "step_", "pareto_realtime"):
+    for chart in (
+        "latency_bench",
+        "throughput_bench",
+        "server_cpu_bench",
+        "memory_",
+        "step_",
+        "pareto_realtime",
+    ):
         assert f'id="chart-{chart}' in html, chart
     assert f"recommendation: {plan.scenarios[0].recommendation}" in res.stderr
