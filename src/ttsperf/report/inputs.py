@@ -27,7 +27,7 @@ KNOWN = (
     f"a bench run ({BENCH_SCHEMA}), a profile ({PROFILE_SCHEMA} v{PROFILE_VERSION}), a plan "
     f"({PLAN_SCHEMA} v{PLAN_VERSION}), `profile --optimizations` rows or a demo summary.json"
 )
-# What each kind's schema field looks like in this ttsperf: (family, version) of every kind we read.
+# The schema (and version) of each versioned kind this ttsperf reads; any other version is refused.
 READS = {
     "bench": BENCH_SCHEMA,
     "profile": f"{PROFILE_SCHEMA} v{PROFILE_VERSION}",
