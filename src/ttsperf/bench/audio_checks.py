@@ -82,7 +82,7 @@ def wav_samples(data: bytes) -> tuple[np.ndarray, int]:
     header = parse_wav_header(data)
     if header is None:
         raise BadAudio(f"WAV header incomplete ({len(data)} bytes)")
-    payload = data[header.data_offset :]
+    payload = memoryview(data)[header.data_offset :]  # views, not copies: this runs on every response
     if header.data_size is not None:
         if len(payload) < header.data_size:
             raise BadAudio(
@@ -160,10 +160,15 @@ def check_samples(samples: np.ndarray, sample_rate: int, expected_s: float | Non
     seconds = len(samples) / sample_rate
     if len(samples) == 0 or seconds < MIN_AUDIO_S:
         raise BadAudio(f"empty audio ({len(samples)} samples)")
-    rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64))))
+    # A dot product and a min/max, no temporary arrays: this runs on every response, beside the load.
+    samples = np.asarray(samples, dtype=np.float32)
+    rms = float(np.sqrt(max(float(np.dot(samples, samples)), 0.0) / len(samples)))
     if rms < SILENT_RMS:
         raise BadAudio(f"silent (RMS {rms:.2e} < {SILENT_RMS:.0e})")
-    clipped = float(np.mean(np.abs(samples) >= CLIP_LEVEL))
+    peak = max(float(samples.max()), -float(samples.min()))
+    clipped = 0.0
+    if peak >= CLIP_LEVEL:
+        clipped = float(np.count_nonzero(np.abs(samples) >= CLIP_LEVEL)) / len(samples)
     if clipped > CLIP_FRACTION:
         raise BadAudio(f"clipped ({clipped:.1%} of samples at full scale)")
     check_duration(seconds, expected_s)
