@@ -77,3 +77,20 @@ def test_find_max_concurrency_against_a_single_slot_server(server_factory):
     assert run.find_max["max_passing"] == 3 and run.find_max["first_failing"] == 4
     assert run.slo.passed
     assert [pr["load"] for pr in run.find_max["probes"]][:3] == [1, 2, 4]
+
+
+def test_find_max_rate_against_a_single_slot_server(server_factory):
+    # One slot, S = 50 ms: it serves 20 req/s. Below that a request waits for nobody (latency ~S);
+    # above, the backlog grows by (S - 1/rate) per request, so over 60 constant arrivals the median
+    # request waits ~30 x that: 21 req/s gives ~120 ms, past the 100 ms bound; 20 req/s gives ~S.
+    # A loaded test machine adds jitter near the edge, so the found rate may sit a little below 20.
+    srv = server_factory(slots=1, service_time=0.05)
+    run = run_bench(
+        BenchConfig(urls=[srv.url], rate=[12.0], arrival="constant", requests=60, find_max=True,
+                    slo="e2e_p50=100ms", gpu=False)
+    )  # fmt: skip
+    fm = run.find_max
+    assert fm["dimension"] == "rate"
+    assert 17.0 <= fm["max_passing"] <= 21.0 and fm["max_passing"] < fm["first_failing"] <= 24.0, fm
+    assert [pr["load"] for pr in fm["probes"]][:2] == [12.0, 24.0]
+    assert run.slo.passed
