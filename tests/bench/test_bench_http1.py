@@ -253,3 +253,45 @@ def test_query_and_headers_go_on_the_wire():
     assert s.status == 204 and s.body == b""
     assert seen[0].startswith("GET /x?text=%E4%BD%A0&format=wav HTTP/1.1\r\n")
     assert "Authorization: Bearer t0k\r\n" in seen[0] and "Host: 127.0.0.1:" in seen[0]
+
+
+def test_https_with_a_trusted_certificate_and_a_clear_error_for_an_untrusted_one(tmp_path, monkeypatch):
+    import shutil
+    import ssl
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a certificate")
+    key, cert = tmp_path / "k.pem", tmp_path / "c.pem"
+    make = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+            "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]  # fmt: skip
+    subprocess.run(make, check=True, capture_output=True)
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_tls.load_cert_chain(cert, key)
+
+    async def handle(reader, writer):
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nsec")
+        await writer.drain()
+        writer.close()
+
+    async def main(trusted: bool):
+        server = await asyncio.start_server(handle, "127.0.0.1", 0, ssl=server_tls)
+        url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
+        if trusted:
+            monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # read by ssl.create_default_context
+        client = Client(timeout_s=5)
+        s = Collect()
+        try:
+            await client.fetch("GET", url, None, s)
+            return s.body
+        except HttpError as exc:
+            return exc
+        finally:
+            client.close()
+            server.close()
+
+    untrusted = run(main(trusted=False))
+    assert isinstance(untrusted, HttpError) and untrusted.kind == "connect"
+    assert "certificate" in str(untrusted).lower()
+    assert run(main(trusted=True)) == b"sec"
