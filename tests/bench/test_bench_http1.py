@@ -114,6 +114,25 @@ def test_chunked_body_split_anywhere_is_reassembled_and_streamed_piece_by_piece(
     assert stats["connections"] == 1
 
 
+def test_an_interim_response_is_skipped():
+    async def answer(head, w):
+        w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await w.drain()
+
+    async def main():
+        server, url, _ = await raw_server(answer)
+        client = Client(timeout_s=5)
+        s = Collect()
+        await client.fetch("POST", url, b"{}", s)
+        client.close()
+        server.close()
+        return s
+
+    s = run(main())
+    assert s.status == 200 and s.body == b"ok"
+
+
 def test_gzip_body_is_inflated():
     payload = b"RIFF" + bytes(5000)
 

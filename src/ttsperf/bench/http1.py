@@ -201,6 +201,8 @@ class _Connection(asyncio.Protocol):
         if not version.startswith("HTTP/1.") or not code.isdigit():
             raise HttpError("other", f"not an HTTP/1.x response: {lines[0][:80]!r}")
         status = int(code)
+        if 100 <= status < 200:  # an interim response (103 Early Hints): the real one follows
+            return
         headers: dict[str, str] = {}
         for line in lines[1:]:
             name, _, value = line.partition(":")
@@ -213,9 +215,7 @@ class _Connection(asyncio.Protocol):
         elif encoding != "identity":
             raise HttpError("other", f"content-encoding {encoding!r} not supported")
         self._sink.head(status, headers)  # type: ignore[union-attr]
-        if self._done.done():  # type: ignore[union-attr]
-            return
-        if status in _NO_BODY or 100 <= status < 200:
+        if status in _NO_BODY:
             self._finish(reusable=True)
         elif "chunked" in headers.get("transfer-encoding", "").lower():
             self._state = "chunk-size"
