@@ -62,6 +62,23 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def fetch_once(answer, method="POST", body=b"{}", client_headers=None, **kw) -> Collect:
+    """One exchange with a raw server that answers with `answer`; the collected response."""
+
+    async def main():
+        server, url, _ = await raw_server(answer)
+        client = Client(timeout_s=5, headers=client_headers)
+        s = Collect()
+        try:
+            await client.fetch(method, url, body, s, **kw)
+        finally:
+            client.close()
+            server.close()
+        return s
+
+    return run(main())
+
+
 def test_content_length_bodies_reuse_one_connection():
     async def answer(head, w):
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: audio/wav\r\nContent-Length: 5\r\n\r\nhello")
@@ -120,16 +137,7 @@ def test_an_interim_response_is_skipped():
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         await w.drain()
 
-    async def main():
-        server, url, _ = await raw_server(answer)
-        client = Client(timeout_s=5)
-        s = Collect()
-        await client.fetch("POST", url, b"{}", s)
-        client.close()
-        server.close()
-        return s
-
-    s = run(main())
+    s = fetch_once(answer)
     assert s.status == 200 and s.body == b"ok"
 
 
@@ -141,16 +149,7 @@ def test_gzip_body_is_inflated():
         w.write(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(z) + z)
         await w.drain()
 
-    async def main():
-        server, url, _ = await raw_server(answer)
-        client = Client(timeout_s=5)
-        s = Collect()
-        await client.fetch("POST", url, b"{}", s)
-        client.close()
-        server.close()
-        return s
-
-    assert run(main()).body == payload
+    assert fetch_once(answer).body == payload
 
 
 def test_body_delimited_by_close_and_connection_close_are_honoured():
@@ -259,16 +258,7 @@ def test_query_and_headers_go_on_the_wire():
         w.write(b"HTTP/1.1 204 No Content\r\n\r\n")
         await w.drain()
 
-    async def main():
-        server, url, _ = await raw_server(answer)
-        client = Client(timeout_s=5, headers={"Authorization": "Bearer t0k"})
-        s = Collect()
-        await client.fetch("GET", url, None, s, query="text=%E4%BD%A0&format=wav")
-        client.close()
-        server.close()
-        return s
-
-    s = run(main())
+    s = fetch_once(answer, "GET", None, {"Authorization": "Bearer t0k"}, query="text=%E4%BD%A0&format=wav")
     assert s.status == 204 and s.body == b""
     assert seen[0].startswith("GET /x?text=%E4%BD%A0&format=wav HTTP/1.1\r\n")
     assert "Authorization: Bearer t0k\r\n" in seen[0] and "Host: 127.0.0.1:" in seen[0]
