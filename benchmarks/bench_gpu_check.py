@@ -3,7 +3,10 @@
     .venv/bin/python benchmarks/bench_gpu_check.py [OUT_DIR]
 
 Loads a loopback mock server for ~5 s while NVML is sampled every 0.2 s, then checks that GPU
-samples exist inside the run window and that gpu.png was written. Exit 0 pass, 1 fail, and 0 with
+samples exist inside the run window (utilisation, memory; power and energy where the GPU reports
+them, otherwise the run's notes say which it refused), that the gpu_util_mean SLO is evaluated
+from them, and that gpu.png was written. The same path runs with a fake NVML in
+tests/bench/test_bench_nvml.py. Exit 0 pass, 1 fail, and 0 with
 "skipped" on a machine without a GPU (that path is covered by the tests). Takes under a minute.
 """
 
@@ -37,6 +40,12 @@ def main() -> int:
     p = run.points[0]
     samples = [s for s in run.telemetry if "gpu_util" in s]
     print(f"GPU samples: {len(samples)}; in window: {p.telemetry}")
+    print(f"telemetry notes: {run.telemetry_notes or 'none'}")
+    refused = " ".join(run.telemetry_notes)
+    for key in ("gpu_power_w", "gpu_energy_j"):
+        if key not in refused and not any(key in s for s in samples):
+            print(f"{key}: neither sampled nor refused with a note")
+            return 1
     print(f"charts: {[w.name for w in written]} in {out}")
     ok = len(samples) >= 10 and "gpu_util_mean" in p.telemetry and "gpu_mem_max" in p.telemetry
     ok = ok and (out / "gpu.png").exists() and run.slo is not None and run.slo.passed

@@ -1,20 +1,24 @@
 """How much load can the client generate? `bench`, Locust and the guide's script, in one run, against
 the same minimal loopback endpoint (ttsperf.bench.mock_server, service time 0, ~1 s 8 kHz WAV).
 
-    .venv/bin/pip install 'locust>=2.20'     # optional: without it the Locust row says so
-    .venv/bin/python benchmarks/client_capacity.py
+    .venv/bin/pip install 'locust>=2.20'     # optional: without it the Locust column says so
+    flock /tmp/ttsperf-cpu.lock chrt -f 10 .venv/bin/python benchmarks/client_capacity.py --runs 3
 
-Rows: bench paced (open loop, constant arrivals): the highest rate at which it and every lower rate
-kept send lag p99 under 5 ms; bench closed loop at 32 in flight (as fast as it can); Locust
-FastHttpUser, headless, 32 users with no wait (its fastest); the guide's script, 2,000 requests
-fired at once (requests / wall time). All single-process, on the same machine, one after another.
+Columns, per run: bench paced (open loop, constant arrivals, >= 2 s per rate): the highest rate at
+which it and every lower rate kept send lag p99 under 5 ms with every response's audio checked;
+bench closed loop at 32 in flight (as fast as it can); Locust FastHttpUser, headless, 32 users with
+no wait (its fastest; it neither paces nor checks audio); the guide's script, 2,000 requests fired
+at once (requests / wall time); and bench paced / Locust. All single-process, on the same machine,
+one after another, against one server process.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -40,8 +44,8 @@ class TTS(FastHttpUser):
 
 def bench_paced(url: str, texts: str) -> tuple[float | None, list[str]]:
     best, notes = None, []
-    for rate in (400, 800, 1200, 1600, 2000, 2400, 3200, 4000, 4800, 6400):
-        n = min(3000, rate * 3)
+    for rate in (1000, 2000, 4000, 6000, 8000, 10_000, 12_000, 14_000, 16_000, 18_000, 20_000, 24_000):
+        n = max(3000, rate * 2)  # at least 2 s of sustained sending per rate
         p = run_bench(BenchConfig(urls=[url], rate=[float(rate)], arrival="constant", requests=n, warmup=50,
                                   texts=texts, gpu=False)).points[0]  # fmt: skip
         lag99 = p.queue_s.p99
@@ -52,10 +56,10 @@ def bench_paced(url: str, texts: str) -> tuple[float | None, list[str]]:
     return best, notes
 
 
-def locust_rate(url: str, tmp: Path, users: int = 32, seconds: int = 10) -> str:
+def locust_rate(url: str, tmp: Path, users: int = 32, seconds: int = 10) -> tuple[float | None, str]:
     exe = shutil.which("locust", path=str(Path(sys.executable).parent)) or shutil.which("locust")
     if exe is None:
-        return "not installed (pip install 'locust>=2.20')"
+        return None, "not installed (pip install 'locust>=2.20')"
     (tmp / "locustfile.py").write_text(LOCUSTFILE % TEXT, encoding="utf-8")
     cmd = [exe, "-f", str(tmp / "locustfile.py"), "--headless", "-u", str(users), "-r", str(users),
            "-t", f"{seconds}s", "--host", url, "--csv", str(tmp / "loc"), "--only-summary"]  # fmt: skip
@@ -64,8 +68,8 @@ def locust_rate(url: str, tmp: Path, users: int = 32, seconds: int = 10) -> str:
         for row in csv.DictReader(fh):
             if row["Name"] == "Aggregated":
                 rps, count, failed = float(row["Requests/s"]), row["Request Count"], row["Failure Count"]
-                return f"{rps:.0f} req/s ({count} requests, {failed} failed)"
-    return "no Aggregated row in Locust's CSV"
+                return rps, f"{rps:,.0f} req/s ({count} requests, {failed} failed)"
+    return None, "no Aggregated row in Locust's CSV"
 
 
 def guide_rate(url: str, tmp: Path, n: int = 2000) -> str:
@@ -76,34 +80,55 @@ def guide_rate(url: str, tmp: Path, n: int = 2000) -> str:
     wall = time.perf_counter() - t0
     printed = dict(line.split(": ", 1) for line in out.strip().splitlines())
     said = printed["Throughput"]
-    return f"{n / wall:.0f} req/s ({n} in {wall:.1f} s incl. start-up; it prints Throughput {said})"
+    return f"{n / wall:,.0f} req/s (it prints Throughput {said})"
 
 
-def main() -> None:
-    with (
-        tempfile.TemporaryDirectory() as d,
-        MockServer("--service-time", "0", "--sample-rate", "8000") as srv,
-    ):
-        tmp = Path(d)
+def one_run(tmp: Path) -> dict:
+    with MockServer("--service-time", "0", "--sample-rate", "8000") as srv:
         texts = tmp / "t.txt"
         texts.write_text(TEXT, encoding="utf-8")
         paced, notes = bench_paced(srv.url, str(texts))
-        closed = run_bench(BenchConfig(urls=[srv.url], concurrency=[32], requests=4000, warmup=100,
+        closed = run_bench(BenchConfig(urls=[srv.url], concurrency=[32], requests=20_000, warmup=100,
                                        texts=str(texts), gpu=False)).points[0]  # fmt: skip
-        loc = locust_rate(srv.url, tmp)
+        loc_rps, loc = locust_rate(srv.url, tmp)
         guide = guide_rate(srv.url, tmp)
+    ratio = paced / loc_rps if paced and loc_rps else None
+    return {"paced": paced, "closed": closed.throughput_rps, "closed_ok": closed.successes == closed.requests,
+            "locust_rps": loc_rps, "locust": loc, "guide": guide, "ratio": ratio, "notes": notes}  # fmt: skip
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=1, help="repeat the comparison; prints the median ratio")
+    a = ap.parse_args()
+    runs = []
+    with tempfile.TemporaryDirectory() as d:
+        for _ in range(a.runs):
+            runs.append(one_run(Path(d)))
+            print(json.dumps(runs[-1]), flush=True)
     print(f"machine: {machine()}")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print()
-    print("| client | rate on a no-op loopback endpoint |")
-    print("|---|---|")
-    print(f"| `bench` open loop, highest rate with send-lag p99 < 5 ms | {paced} req/s |")
-    print(f"| `bench` closed loop, 32 in flight, audio checked | {closed.throughput_rps:.0f} req/s |")
-    print(f"| Locust FastHttpUser, 32 users, no wait, headless | {loc} |")
-    print(f"| the guide's script | {guide} |")
-    print()
-    print("bench paced steps: " + "; ".join(notes))
-    print(json.dumps({"paced": paced, "closed": closed.throughput_rps, "locust": loc, "guide": guide}))
+    cols = [
+        "run",
+        "`bench` open loop: highest rate with send-lag p99 < 5 ms",
+        "`bench` closed loop, 32 in flight",
+        "Locust FastHttpUser, 32 users, no wait",
+        "guide's script, 2,000 at once",
+        "bench open loop / Locust",
+    ]
+    print("| " + " | ".join(cols) + " |")
+    print("|---|---|---|---|---|---|")
+    for k, r in enumerate(runs, 1):
+        paced = f"{r['paced']:,.0f} req/s" if r["paced"] else "none"
+        closed = f"{r['closed']:,.0f} req/s" + ("" if r["closed_ok"] else " (with errors)")
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "n/a"
+        print(f"| {k} | {paced} | {closed} | {r['locust']} | {r['guide']} | {ratio} |")
+    ratios = [r["ratio"] for r in runs if r["ratio"]]
+    if ratios:
+        print(f"\nmedian bench open loop / Locust: {statistics.median(ratios):.2f} over {len(ratios)} runs")
+    for k, r in enumerate(runs, 1):
+        print(f"run {k} bench paced steps: " + "; ".join(r["notes"]))
 
 
 if __name__ == "__main__":

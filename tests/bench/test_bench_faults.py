@@ -28,8 +28,8 @@ def run_texts(url: str, tmp_path, texts: list[str], **kw):
         ("[fault:short]", "bad_audio", "implausible"),
         ("[fault:empty]", "bad_audio", "empty"),
         ("[fault:html]", "bad_audio", "not audio"),
-        ("[fault:truncated]", "truncated", "Payload"),
-        ("[fault:drop]", "disconnected", ""),
+        ("[fault:truncated]", "truncated", "bytes of the declared length missing"),
+        ("[fault:drop]", "disconnected", "before a response"),
         ("[fault:400]", "http_4xx", "HTTP 400"),
         ("[fault:500]", "http_5xx", "HTTP 500"),
     ],
@@ -76,7 +76,7 @@ def test_unreachable_mirror_among_urls_is_counted_per_request(server_factory, fr
 
 def test_wrong_format_request_is_a_4xx(server_factory):
     srv = server_factory(slots=0, service_time=0.01)
-    # The server rejects response_format=mp3 for openai: the run reports it instead of crashing.
+    # The server rejects response_format=aac for openai: the run reports it instead of crashing.
     from ttsperf.bench.adapters import OpenAIAdapter
 
     assert OpenAIAdapter.name == "openai"
@@ -87,7 +87,7 @@ def test_wrong_format_request_is_a_4xx(server_factory):
             concurrency=[1],
             requests=2,
             gpu=False,
-            template_body='{"input": "{text}", "response_format": "mp3"}',
+            template_body='{"input": "{text}", "response_format": "aac"}',
         )
     )
     assert run.points[0].errors == {"http_4xx": 2}

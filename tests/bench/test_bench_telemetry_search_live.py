@@ -77,3 +77,21 @@ def test_find_max_concurrency_against_a_single_slot_server(server_factory):
     assert run.find_max["max_passing"] == 3 and run.find_max["first_failing"] == 4
     assert run.slo.passed
     assert [pr["load"] for pr in run.find_max["probes"]][:3] == [1, 2, 4]
+
+
+def test_find_max_rate_against_a_single_slot_server(server_factory):
+    # One slot, S = 50 ms: it serves 20 req/s. Above that the backlog grows by (S - 1/rate) per
+    # request, so of 40 constant arrivals the median one waits ~20 x (S - 1/rate) + S: that crosses
+    # the 0.5 s bound near 36 req/s, and below 20 req/s it is ~S. The bound sits 0.45 s above the
+    # unloaded latency, so a loaded test machine's stalls move the edge only a little (to ~27 req/s
+    # for 0.2 s of stalls at the median).
+    srv = server_factory(slots=1, service_time=0.05)
+    run = run_bench(
+        BenchConfig(urls=[srv.url], rate=[12.0], arrival="constant", requests=40, find_max=True,
+                    slo="e2e_p50=500ms", gpu=False)
+    )  # fmt: skip
+    fm = run.find_max
+    assert fm["dimension"] == "rate"
+    assert 20.0 <= fm["max_passing"] <= 40.0 and fm["max_passing"] < fm["first_failing"] <= 48.0, fm
+    assert [pr["load"] for pr in fm["probes"]][:3] == [12.0, 24.0, 48.0]
+    assert run.slo.passed

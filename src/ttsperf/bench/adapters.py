@@ -27,7 +27,7 @@ class HttpRequest:
 
 @dataclass
 class AdapterOptions:
-    response_format: str = "wav"  # openai: wav or pcm
+    response_format: str = "wav"  # openai: wav, pcm, mp3, opus or flac
     stream: bool = False
     voice: str = "default"
     model: str = "chattts"
@@ -64,15 +64,17 @@ class InvokeAdapter(Adapter):
 
 
 class OpenAIAdapter(Adapter):
-    """OpenAI-compatible `/v1/audio/speech`; wav or raw pcm, read chunk by chunk either way."""
+    """OpenAI-compatible `/v1/audio/speech`, read chunk by chunk; every format bench can check."""
 
     name, default_path = "openai", "/v1/audio/speech"
+    # response_format -> body kind; OpenAI's "opus" is Ogg Opus. AAC is left out: no decoder here.
+    FORMATS = {"wav": "wav", "pcm": "pcm", "mp3": "mp3", "opus": "ogg", "flac": "flac"}
 
     def __init__(self, opts: AdapterOptions) -> None:
         super().__init__(opts)
-        if opts.response_format not in ("wav", "pcm"):
-            raise UserError(f"--format {opts.response_format!r}: expected wav or pcm")
-        self.kind = opts.response_format
+        if opts.response_format not in self.FORMATS:
+            raise UserError(f"--format {opts.response_format!r}: expected one of {', '.join(self.FORMATS)}")
+        self.kind = self.FORMATS[opts.response_format]
 
     def build(self, base: str, item: Item) -> HttpRequest:
         body = {"model": self.opts.model, "input": item.text, "voice": self.opts.voice,

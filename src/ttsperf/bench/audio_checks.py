@@ -82,7 +82,7 @@ def wav_samples(data: bytes) -> tuple[np.ndarray, int]:
     header = parse_wav_header(data)
     if header is None:
         raise BadAudio(f"WAV header incomplete ({len(data)} bytes)")
-    payload = data[header.data_offset :]
+    payload = memoryview(data)[header.data_offset :]  # views, not copies: this runs on every response
     if header.data_size is not None:
         if len(payload) < header.data_size:
             raise BadAudio(
@@ -160,10 +160,15 @@ def check_samples(samples: np.ndarray, sample_rate: int, expected_s: float | Non
     seconds = len(samples) / sample_rate
     if len(samples) == 0 or seconds < MIN_AUDIO_S:
         raise BadAudio(f"empty audio ({len(samples)} samples)")
-    rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64))))
+    # A dot product and a min/max, no temporary arrays: this runs on every response, beside the load.
+    samples = np.asarray(samples, dtype=np.float32)
+    rms = float(np.sqrt(max(float(np.dot(samples, samples)), 0.0) / len(samples)))
     if rms < SILENT_RMS:
         raise BadAudio(f"silent (RMS {rms:.2e} < {SILENT_RMS:.0e})")
-    clipped = float(np.mean(np.abs(samples) >= CLIP_LEVEL))
+    peak = max(float(samples.max()), -float(samples.min()))
+    clipped = 0.0
+    if peak >= CLIP_LEVEL:
+        clipped = float(np.count_nonzero(np.abs(samples) >= CLIP_LEVEL)) / len(samples)
     if clipped > CLIP_FRACTION:
         raise BadAudio(f"clipped ({clipped:.1%} of samples at full scale)")
     check_duration(seconds, expected_s)
@@ -179,7 +184,12 @@ def check_duration(seconds: float, expected_s: float | None) -> None:
 
 
 def decode_compressed(data: bytes, kind: str) -> tuple[np.ndarray, int]:
-    """MP3 / Ogg Vorbis / FLAC -> mono float samples at their own rate, through miniaudio."""
+    """MP3 / Ogg (Vorbis or Opus) / FLAC -> mono float samples at their own rate.
+
+    miniaudio decodes MP3, Vorbis and FLAC; it has no Opus decoder (the format OpenAI's
+    `response_format=opus` returns), so Ogg Opus goes through libsndfile (soundfile)."""
+    if kind == "ogg" and is_ogg_opus(data):
+        return _decode_opus(data)
     import miniaudio
 
     read = {"mp3": miniaudio.mp3_read_s16, "ogg": miniaudio.vorbis_read, "flac": miniaudio.flac_read_s16}[
@@ -193,6 +203,23 @@ def decode_compressed(data: bytes, kind: str) -> tuple[np.ndarray, int]:
     if d.nchannels > 1:
         samples = samples[: len(samples) - len(samples) % d.nchannels].reshape(-1, d.nchannels).mean(axis=1)
     return samples, d.sample_rate
+
+
+def is_ogg_opus(data: bytes) -> bool:
+    """An Ogg stream whose first packet is an Opus identification header (RFC 7845)."""
+    return data[:4] == b"OggS" and b"OpusHead" in data[:512]
+
+
+def _decode_opus(data: bytes) -> tuple[np.ndarray, int]:
+    try:
+        import soundfile
+    except ImportError:
+        raise BadAudio("Ogg Opus needs the soundfile package to be checked (pip install soundfile)") from None
+    try:
+        samples, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
+    except (RuntimeError, TypeError, ValueError) as exc:  # soundfile's errors derive from RuntimeError
+        raise BadAudio(f"undecodable Ogg Opus ({exc})") from None
+    return samples.mean(axis=1), rate
 
 
 def _compressed(body: bytes, kind: str) -> tuple[np.ndarray, int] | None:

@@ -52,6 +52,30 @@ def mp3_of(pcm: bytes, rate: int) -> bytes:
     return bytes(enc.encode(pcm) + enc.flush())
 
 
+CONTENT_TYPES = {"wav": "audio/wav", "pcm": "audio/pcm", "mp3": "audio/mpeg", "opus": "audio/ogg",
+                 "flac": "audio/flac"}  # fmt: skip
+
+
+def encode_as(pcm: bytes, rate: int, fmt: str, streamed: bool = False) -> bytes:
+    """16-bit mono PCM -> a whole body in an OpenAI response_format; FLAC and Ogg Opus through
+    libsndfile (soundfile), MP3 through LAME. A streamed WAV carries no data size (unknown length)."""
+    if fmt == "wav":
+        return wav_header(None if streamed else len(pcm), rate) + pcm
+    if fmt == "pcm":
+        return pcm
+    if fmt == "mp3":
+        return mp3_of(pcm, rate)
+    import soundfile
+
+    buf = io.BytesIO()
+    samples = np.frombuffer(pcm, dtype="<i2")
+    if fmt == "flac":
+        soundfile.write(buf, samples, rate, format="FLAC", subtype="PCM_16")
+    else:
+        soundfile.write(buf, samples, rate, format="OGG", subtype="OPUS")
+    return buf.getvalue()
+
+
 @dataclass
 class Config:
     service_time: float = 0.05  # seconds a slot is held per request (fixed part)
@@ -153,7 +177,7 @@ class MockTTS:
     async def openai(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         fmt = body.get("response_format", "wav")
-        if fmt not in ("wav", "pcm"):
+        if fmt not in CONTENT_TYPES:
             return web.json_response({"error": f"response_format {fmt!r} not supported"}, status=400)
         return await self.speak(request, str(body.get("input", "")), fmt, stream=bool(body.get("stream")))
 
@@ -237,10 +261,10 @@ class MockTTS:
             await sleep_until(done_at)
             request.transport.close()
             return web.Response(status=200)
-        ctype = "audio/wav" if fmt == "wav" else "audio/pcm"
+        ctype = CONTENT_TYPES[fmt]
         if not stream:
             await sleep_until(done_at)
-            payload = (wav_header(len(pcm), cfg.sample_rate) + pcm) if fmt == "wav" else pcm
+            payload = encode_as(pcm, cfg.sample_rate, fmt)
             if "truncated" in faults:
                 resp = web.StreamResponse(headers=headers)
                 resp.content_type, resp.content_length = ctype, len(payload)
@@ -249,18 +273,20 @@ class MockTTS:
                 request.transport.close()
                 return resp
             return web.Response(body=payload, content_type=ctype, headers=headers)
-        # Streaming: the audio goes out in pieces spread evenly over the service time.
+        # Streaming: the body goes out in pieces spread evenly over the service time (the WAV header
+        # first; raw samples in whole samples; a compressed stream in equal byte pieces).
         resp = web.StreamResponse(headers=headers)
         resp.content_type = ctype
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         if fmt == "wav":
             await resp.write(wav_header(None, cfg.sample_rate))
+        body = pcm if fmt in ("wav", "pcm") else encode_as(pcm, cfg.sample_rate, fmt)
         k = max(1, cfg.stream_chunks)
-        step = (len(pcm) // 2 // k) * 2
+        step = (len(body) // 2 // k) * 2
         for j in range(k):
             await sleep_until(t_start + service * (j + 1) / k)
-            piece = pcm[j * step : (j + 1) * step if j < k - 1 else len(pcm)]
+            piece = body[j * step : (j + 1) * step if j < k - 1 else len(body)]
             if "truncated" in faults and j == k // 2:
                 request.transport.close()
                 return resp

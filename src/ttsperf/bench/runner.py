@@ -11,15 +11,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-
-import aiohttp
+from urllib.parse import urlencode
 
 from ttsperf.bench.adapters import Adapter
 from ttsperf.bench.arrivals import parse_arrival, schedule
 from ttsperf.bench.audio_checks import BadAudio, check_body, parse_wav_header
+from ttsperf.bench.http1 import Client, HttpError, Sink
 from ttsperf.bench.results import RequestRecord, Strategy
 from ttsperf.bench.texts import Workload, expected_seconds
 
@@ -35,6 +36,65 @@ HEADER_FLOATS = {
 }
 
 
+class _Exchange(Sink):
+    """Receives one response as it arrives: status and server headers, then audio pieces, each timed
+    on arrival (the first piece holding samples is the time to first audio)."""
+
+    __slots__ = ("runner", "rec", "kind", "body", "ctype", "data_offset", "bytes_per_s", "t_last")
+
+    def __init__(self, runner: Runner, rec: RequestRecord, kind: str) -> None:
+        self.runner, self.rec, self.kind = runner, rec, kind
+        self.body = bytearray()
+        self.ctype = ""
+        self.data_offset = 0 if kind == "pcm" else None
+        self.bytes_per_s = 2.0 * runner.adapter.opts.pcm_rate
+        self.t_last: float | None = None
+
+    def head(self, status: int, headers: dict[str, str]) -> None:
+        rec = self.rec
+        rec.status = status
+        self.t_last = self.runner.now()
+        for h, attr in HEADER_FLOATS.items():
+            if h in headers:
+                try:
+                    setattr(rec, attr, float(headers[h]))
+                except ValueError:
+                    pass
+        self.ctype = headers.get("content-type", "").lower()
+
+    def is_audio(self) -> bool:
+        return self.rec.status < 400 and (not self.ctype or self.ctype.startswith(AUDIO_TYPES))
+
+    def data(self, piece: bytes) -> None:
+        t = self.t_last = self.runner.now()
+        body = self.body
+        if not self.is_audio():  # an error page: keep its start for the record, drop the rest
+            if len(body) < ERROR_BODY_BYTES:
+                body += piece[: ERROR_BODY_BYTES - len(body)]
+            return
+        body += piece
+        rec = self.rec
+        if self.data_offset is None:
+            if self.kind != "wav":  # compressed: a player can start on the first bytes (not of a zip)
+                if self.kind in ("mp3", "ogg", "flac") and rec.t_first_audio is None:
+                    rec.t_first_audio = t
+                return
+            try:
+                header = parse_wav_header(bytes(body[:4096]))
+            except BadAudio:
+                header = None  # the full check after the last byte will say why
+            if header is None:
+                return
+            self.data_offset = header.data_offset
+            self.bytes_per_s = float(header.sample_rate * header.channels * header.sample_width)
+        audio_s = (len(body) - self.data_offset) / self.bytes_per_s
+        if audio_s > 0 and (not rec.chunk_audio_s or audio_s > rec.chunk_audio_s[-1]):
+            if rec.t_first_audio is None:
+                rec.t_first_audio = t
+            rec.chunk_t.append(t)
+            rec.chunk_audio_s.append(audio_s)
+
+
 class Runner:
     def __init__(
         self,
@@ -47,32 +107,27 @@ class Runner:
         epoch: float | None = None,
         headers: dict[str, str] | None = None,
     ) -> None:
-        self.headers = headers or {}
         self.adapter, self.urls, self.workload = adapter, list(urls), workload
-        self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        self.timeout_s = timeout_s
         self.check_audio = check_audio
         self.on_done = on_done
         self.epoch = time.perf_counter() if epoch is None else epoch
         self.records: list[RequestRecord] = []
         self.in_flight = self.max_in_flight = 0
-        # Audio checks run off the event loop so decoding one response never delays another's send.
+        self._client = Client(timeout_s, headers)
+        # Decoding compressed audio takes milliseconds: it runs in a thread (the decoders release
+        # the GIL) so it never holds up a send. WAV and PCM checks take microseconds and run inline.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-audio")
-        self._session: aiohttp.ClientSession | None = None
         self._checks: set[asyncio.Task] = set()
 
     def now(self) -> float:
         return time.perf_counter() - self.epoch
 
     async def __aenter__(self) -> Runner:
-        # limit=0: the client pool must never be the hidden bottleneck that caps concurrency.
-        conn = aiohttp.TCPConnector(limit=0, ttl_dns_cache=300)
-        # Bodies are decompressed (a server behind a gzip middleware still answers with audio).
-        self._session = aiohttp.ClientSession(connector=conn, timeout=self.timeout)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._session is not None:
-            await self._session.close()
+        self._client.close()
         self._pool.shutdown(wait=False)
 
     # -- one request ---------------------------------------------------------------------------
@@ -87,121 +142,64 @@ class Runner:
         return rec
 
     async def _send(self, rec: RequestRecord) -> None:
-        assert self._session is not None
-        item = self.workload.item(rec.i)
-        req = self.adapter.build(rec.url, item)
+        req = self.adapter.build(rec.url, self.workload.item(rec.i))
+        body = None if req.json is None else json.dumps(req.json).encode()
+        query = urlencode(req.params) if req.params else ""
         kind = self.adapter.kind
-        body = bytearray()
-        got_headers = False
+        ex = _Exchange(self, rec, kind)
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
         rec.t_send = self.now()
         try:
-            async with self._session.request(
-                req.method, req.url, json=req.json, params=req.params, headers=self.headers
-            ) as resp:
-                got_headers = True
-                await self._receive(resp, rec, kind, body)
-        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError) as exc:
-            rec.error, rec.detail = "timeout", f"no complete response within {self.timeout.total} s {exc}"
-        except aiohttp.ClientConnectorError as exc:
-            rec.error, rec.detail = "connect", str(exc)
-        except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-            # After the headers the body was cut short; before them the server hung up on a request
-            # it had accepted (a crash or a proxy limit), which is not a failure to connect.
-            rec.error = "truncated" if got_headers else "disconnected"
-            rec.detail = f"{exc.__class__.__name__}: {exc}"
-        except aiohttp.ClientError as exc:
-            rec.error, rec.detail = "other", f"{exc.__class__.__name__}: {exc}"
+            await self._client.fetch(req.method, req.url, body, ex, query)
+        except HttpError as exc:
+            rec.error, rec.detail = exc.kind, str(exc)
         finally:
             self.in_flight -= 1
-        rec.bytes = len(body)
-        # The check runs beside the load, not in front of it: in a closed loop the worker's next
-        # request must go out the moment this one ended, not after its audio was decoded.
-        task = asyncio.create_task(self._check_and_report(rec, kind, bytes(body)))
-        self._checks.add(task)
-        task.add_done_callback(self._checks.discard)
-
-    async def _receive(
-        self, resp: aiohttp.ClientResponse, rec: RequestRecord, kind: str, body: bytearray
-    ) -> None:
-        rec.status = resp.status
-        for h, attr in HEADER_FLOATS.items():
-            if h in resp.headers:
-                try:
-                    setattr(rec, attr, float(resp.headers[h]))
-                except ValueError:
-                    pass
-        if resp.status >= 400:
-            text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
-            rec.t_end = self.now()
-            rec.error = "http_4xx" if resp.status < 500 else "http_5xx"
-            rec.detail = f"HTTP {resp.status}: {text.strip()}"
-            return
-        ctype = resp.headers.get("Content-Type", "").lower()
-        if ctype and not ctype.startswith(AUDIO_TYPES):
-            text = (await resp.content.read(ERROR_BODY_BYTES)).decode("utf-8", "replace")
-            rec.t_end = self.now()
-            rec.error, rec.detail = "bad_audio", f"content-type {ctype!r} is not audio: {text.strip()}"
-            return
-        await self._read_chunks(resp, rec, kind, body)
-        rec.t_end = self.now()
-
-    async def _check_and_report(self, rec: RequestRecord, kind: str, body: bytes) -> None:
-        if rec.error is None:
-            await self._check(rec, kind, body)
-        rec.done = True
-        if self.on_done:
-            self.on_done(rec)
-
-    async def _read_chunks(
-        self, resp: aiohttp.ClientResponse, rec: RequestRecord, kind: str, body: bytearray
-    ) -> None:
-        """Time every chunk as it arrives; only chunks that carry audio samples count for TTFA/gaps."""
-        data_offset = 0 if kind == "pcm" else None
-        bytes_per_s = 2.0 * self.adapter.opts.pcm_rate
-        audio_bytes = 0
-        async for chunk in resp.content.iter_any():
-            t = self.now()
-            body += chunk
-            if kind == "wav" and data_offset is None:
-                try:
-                    header = parse_wav_header(bytes(body[:4096]))
-                except BadAudio:
-                    header = None  # the full check after the last byte will say why
-                if header is None:
-                    continue
-                data_offset = header.data_offset
-                bytes_per_s = float(header.sample_rate * header.channels * header.sample_width)
-            if data_offset is None:  # compressed: a player can start on the first bytes (not of a zip)
-                if kind in ("mp3", "ogg", "flac") and rec.t_first_audio is None:
-                    rec.t_first_audio = t
-                continue
-            now_audio = max(0, len(body) - data_offset)
-            if now_audio > audio_bytes:
-                audio_bytes = now_audio
-                if rec.t_first_audio is None:
-                    rec.t_first_audio = t
-                rec.chunk_t.append(t)
-                rec.chunk_audio_s.append(audio_bytes / bytes_per_s)
+        rec.t_end = ex.t_last if ex.t_last is not None else self.now()
+        rec.bytes = len(ex.body)
         rec.chunks = len(rec.chunk_t)
-        if rec.t_first_audio is None and body and kind == "zip-mp3":
-            rec.t_first_audio = self.now()
+        if rec.t_first_audio is None and ex.body and kind == "zip-mp3":
+            rec.t_first_audio = rec.t_end
+        if rec.error is None and rec.status is not None and rec.status >= 400:
+            text = bytes(ex.body).decode("utf-8", "replace").strip()
+            rec.error = "http_4xx" if rec.status < 500 else "http_5xx"
+            rec.detail = f"HTTP {rec.status}: {text}"
+        elif rec.error is None and not ex.is_audio():
+            text = bytes(ex.body).decode("utf-8", "replace").strip()
+            rec.error, rec.detail = "bad_audio", f"content-type {ex.ctype!r} is not audio: {text}"
+        if rec.error is not None or not self.check_audio or kind in ("wav", "pcm"):
+            self._check_inline(rec, kind, ex.body)
+        else:
+            # Runs beside the load: in a closed loop the worker's next request goes out at once.
+            task = asyncio.create_task(self._check_in_thread(rec, kind, bytes(ex.body)))
+            self._checks.add(task)
+            task.add_done_callback(self._checks.discard)
 
-    async def _check(self, rec: RequestRecord, kind: str, body: bytes) -> None:
-        if not self.check_audio:
-            rec.audio_s = rec.server_audio_s
-            return
-        loop = asyncio.get_running_loop()
+    def _check_inline(self, rec: RequestRecord, kind: str, body: bytes | bytearray) -> None:
+        if rec.error is None:
+            if not self.check_audio:
+                rec.audio_s = rec.server_audio_s
+            else:
+                self._judge(rec, kind, body)
+        self._report(rec)
+
+    async def _check_in_thread(self, rec: RequestRecord, kind: str, body: bytes) -> None:
+        await asyncio.get_running_loop().run_in_executor(self._pool, self._judge, rec, kind, body)
+        self._report(rec)
+
+    def _judge(self, rec: RequestRecord, kind: str, body: bytes | bytearray) -> None:
         try:
-            verdict = await loop.run_in_executor(
-                self._pool, check_body, kind, body, rec.expected_audio_s, self.adapter.opts.pcm_rate
-            )
-            rec.audio_s = verdict.seconds
+            rec.audio_s = check_body(kind, body, rec.expected_audio_s, self.adapter.opts.pcm_rate).seconds
         except BadAudio as exc:
             rec.error, rec.detail = "bad_audio", str(exc)
         except Exception as exc:  # a body that crashes a decoder is bad audio too, and must not vanish
             rec.error, rec.detail = "bad_audio", f"audio check failed: {exc.__class__.__name__}: {exc}"
+
+    def _report(self, rec: RequestRecord) -> None:
+        rec.done = True
+        if self.on_done:
+            self.on_done(rec)
 
     # -- load strategies -----------------------------------------------------------------------
 

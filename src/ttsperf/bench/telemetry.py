@@ -54,6 +54,7 @@ class Telemetry:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._nvml: list = []
+        self._nvml_refused: set[tuple[str, int]] = set()
         self._proc = None
         self._metrics_url = metrics_url
         self._prom_failed = False
@@ -87,23 +88,7 @@ class Telemetry:
     def sample(self) -> dict[str, float]:
         s: dict[str, float] = {"t": time.perf_counter() - self.epoch}
         if self._nvml:
-            import pynvml
-
-            utils, mems, powers, energy = [], [], [], []
-            for h in self._nvml:
-                try:
-                    utils.append(pynvml.nvmlDeviceGetUtilizationRates(h).gpu / 100.0)
-                    mems.append(float(pynvml.nvmlDeviceGetMemoryInfo(h).used))
-                    powers.append(pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0)
-                    energy.append(pynvml.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0)
-                except pynvml.NVMLError:
-                    continue
-            if utils:
-                s["gpu_util"] = sum(utils) / len(utils)
-                s["gpu_mem_bytes"] = sum(mems)
-                s["gpu_power_w"] = sum(powers)
-            if energy:
-                s["gpu_energy_j"] = sum(energy)
+            self._sample_nvml(s)
         if self._proc is not None:
             try:
                 s["proc_cpu_pct"] = self._proc.cpu_percent(None)
@@ -126,6 +111,25 @@ class Telemetry:
                 self.notes.append(f"--metrics-url {self._metrics_url}: {exc}; scraping stopped")
         return s
 
+    def _sample_nvml(self, s: dict[str, float]) -> None:
+        """Each quantity on its own: many GPUs (MIG slices, some boards) refuse power or energy
+        readings, and that must not cost the utilisation and memory samples."""
+        import pynvml
+
+        for key, read, how in _NVML_READS:
+            vals = []
+            for i, h in enumerate(self._nvml):
+                try:
+                    vals.append(read(pynvml, h))
+                except pynvml.NVMLError as exc:
+                    if (key, i) not in self._nvml_refused:
+                        self._nvml_refused.add((key, i))
+                        self.notes.append(f"NVML: GPU {i} gives no {key} ({exc}); that series skipped")
+            if vals and how == "mean":
+                s[key] = sum(vals) / len(vals)
+            elif len(vals) == len(self._nvml):  # a sum over some of the GPUs would be a wrong total
+                s[key] = sum(vals)
+
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.samples.append(self.sample())
@@ -142,6 +146,13 @@ class Telemetry:
             self._thread.join(timeout=5)
             self.samples.append(self.sample())
 
+
+_NVML_READS = (  # sample key, read(pynvml, handle), across GPUs
+    ("gpu_util", lambda nv, h: nv.nvmlDeviceGetUtilizationRates(h).gpu / 100.0, "mean"),
+    ("gpu_mem_bytes", lambda nv, h: float(nv.nvmlDeviceGetMemoryInfo(h).used), "sum"),
+    ("gpu_power_w", lambda nv, h: nv.nvmlDeviceGetPowerUsage(h) / 1000.0, "sum"),
+    ("gpu_energy_j", lambda nv, h: nv.nvmlDeviceGetTotalEnergyConsumption(h) / 1000.0, "sum"),
+)
 
 _AGGREGATES = (  # sample key, how, summary name
     ("gpu_util", "mean", "gpu_util_mean"),

@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         find_max: bool = typer.Option(False, "--find-max", help="search the most load meeting --slo"),
         timeout: float = typer.Option(60.0, help="seconds before a request counts as a timeout"),
         seed: int = typer.Option(0, help="seed of the arrival schedule"),
-        fmt: str = typer.Option("wav", "--format", help="openai: response_format wav | pcm"),
+        fmt: str = typer.Option("wav", "--format", help="openai: wav | pcm | mp3 | opus | flac"),
         stream: bool = typer.Option(False, "--stream", help="openai: ask the server to stream"),
         voice: str = typer.Option("default", help="openai: voice"),
         model: str = typer.Option("chattts", help="openai: model"),
