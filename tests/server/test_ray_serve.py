@@ -21,6 +21,9 @@ from .ray_live import RayServe, needs_ray, start_ray_serve
 pytestmark = needs_ray
 MEDIUM = "今天天气很好我们去公园散步吧" * 2  # 28 characters: ~250 steps, a second or two of work here
 MAX_BATCH, MAX_QUEUED = 2, 4
+# Below the 2 x 2 + 4 = 8 places a burst may take: at exactly 8, Ray may count one still being
+# routed as queued and refuse one more.
+SPREAD = 6
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +47,12 @@ def concurrently(n: int, call) -> list:
 
 def test_invoke_spreads_over_both_replicas(ray_live: RayServe):
     with ray_live.client() as c:
-        answers = concurrently(8, lambda i: c.post("/invoke", json={"text": SHORT, "seed": i}))
-    assert [r.status_code for r in answers] == [200] * 8
+        answers = concurrently(SPREAD, lambda i: c.post("/invoke", json={"text": SHORT, "seed": i}))
+    assert [r.status_code for r in answers] == [200] * SPREAD
     for r in answers:
         samples, rate = decode_wav(r.content)
         assert rate == 24000 and len(samples) == expected_samples(SHORT)
-    # each replica takes at most MAX_BATCH requests at once: 8 together cannot all go to one
+    # each replica takes at most MAX_BATCH requests at once: SPREAD together cannot all go to one
     replicas = Counter(r.headers["x-replica"] for r in answers)
     print(f"\n/invoke answers per replica: {dict(replicas)}")
     assert len(replicas) == 2
@@ -62,7 +65,7 @@ def test_speech_streams_and_buffers_on_both_replicas(ray_live: RayServe):
             pieces = list(r.iter_bytes())
             return r.headers["x-replica"], r.status_code, len(from_pcm16(b"".join(pieces)))
 
-    answers = concurrently(8, speech)
+    answers = concurrently(SPREAD, speech)
     assert {(code, n) for _, code, n in answers} == {(200, expected_samples(SHORT))}
     assert len({replica for replica, _, _ in answers}) == 2
 
