@@ -85,8 +85,12 @@ def scrape(client: httpx.Client) -> dict[str, float]:
     """/metrics as {sample name{labels}: value}, e.g. 'ttsperf_batch_size_bucket{le="1"}'."""
     response = client.get("/metrics")
     assert response.status_code == 200
+    return parse_metrics(response.text)
+
+
+def parse_metrics(text: str) -> dict[str, float]:
     out = {}
-    for family in text_string_to_metric_families(response.text):
+    for family in text_string_to_metric_families(text):
         for s in family.samples:
             labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
             out[f"{s.name}{{{labels}}}" if labels else s.name] = s.value

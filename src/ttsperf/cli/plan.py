@@ -20,13 +20,15 @@ HELP = """Choose the GPU, the count and the cost for serving ChatTTS, per scenar
 
 For every card: how many sequences fit (memory model), the decode step time (roofline with a
 fixed per-step overhead), latency and time to first audio under load (simulation of the
-continuous-batching scheduler), the most load per GPU meeting the SLO, GPUs needed, $/hour and
-$/audio-hour. Without --profile every number is projected from documented defaults (see
-docs/PLANNING.md); with one, the profiled card is fitted to its measurements.
+continuous-batching scheduler), the most load per GPU meeting the SLO, GPUs needed (= replicas
+of `serve --ray`, one GPU each) and the machines holding them, $/hour and $/audio-hour. Without
+--profile every number is projected from documented defaults (see docs/PLANNING.md); with one,
+the profiled card is fitted to its measurements.
 
 \b
 Examples:
   ttsperf plan --scenario realtime --streams 200 --gpus "T4,RTX 4090,A100 40GB PCIe"
+  ttsperf plan --scenario realtime --streams 5000 --gpus "L4,H100 SXM" --gpus-per-machine 8
   ttsperf plan --profile prof.json --price "RTX 4090=0.5" --json -o plan.json
   ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 --scenario offline
   ttsperf plan --scenario realtime --step-overhead 3ms -o plans/
@@ -86,7 +88,8 @@ def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
         "P99 s",
         "TTFA P99 s",
         "streams/GPU" if streams else "req/s/GPU",
-        "GPUs",
+        "GPUs=replicas",
+        "machines",
         "$/GPU-h",
         "$/h",
         "$/audio-h",
@@ -116,6 +119,7 @@ def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
             _f(r.ttfa_p99_s, ".3f"),
             cap if r.fits else "-",
             _f(r.gpus_needed, "d"),
+            _f(r.machines, "d"),
             price,
             _f(r.usd_per_hour, ".2f"),
             _f(r.usd_per_audio_hour, ".4f"),
@@ -259,6 +263,9 @@ def register(app: typer.Typer) -> None:
             1000, "--requests", help="Measured requests per simulation (p99 needs >= 1000)."
         ),
         seed: int = typer.Option(0, "--seed", help="Simulation seed (results are deterministic per seed)."),
+        gpus_per_machine: int = typer.Option(
+            8, "--gpus-per-machine", help="Cards per machine, for the machines column (8: cloud GPU servers)."
+        ),
         as_json: bool = typer.Option(
             False, "--json", help="Print the Plan JSON on stdout instead of tables."
         ),
@@ -298,6 +305,7 @@ def register(app: typer.Typer) -> None:
                 memory_at=memory_at,
                 requests=requests,
                 seed=seed,
+                gpus_per_machine=gpus_per_machine,
                 progress=lambda msg: status.update(f"planning {msg}"),
             )
         data = plan.dump()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -78,6 +79,20 @@ def serve(
         False, "--int8", help="int8 weight-only quantisation of the GPT's linear layers."
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug, info, warning or error."),
+    ray: bool = typer.Option(False, "--ray", help="Serve as a Ray Serve deployment, one engine per replica."),
+    replicas: int = typer.Option(None, "--replicas", help="--ray: replicas (default 1)."),
+    autoscale: str = typer.Option(
+        None, "--autoscale", help="--ray: MIN:MAX replicas, scaled on ongoing requests."
+    ),
+    gpus_per_replica: float = typer.Option(
+        None, "--gpus-per-replica", help="--ray: GPUs each replica reserves (default: 1 on cuda, 0 on cpu)."
+    ),
+    max_queued: int = typer.Option(
+        64, "--max-queued", help="--ray: requests waiting for a replica; more get 503 + Retry-After."
+    ),
+    address: str = typer.Option(
+        None, "--address", help="--ray: join this cluster ('auto': the one `ray start` made here)."
+    ),
 ) -> None:
     """Serve ChatTTS over HTTP: POST /invoke, POST /v1/audio/speech (OpenAI), GET /v1/models,
     /healthz, /readyz, /metrics. Requests are batched continuously; SIGTERM drains.
@@ -85,8 +100,12 @@ def serve(
     Example: ttsperf serve --synthetic --config tiny --port 8080 --max-batch 8
 
     then: curl -s localhost:8080/invoke -d '{"text": "你好，世界。"}' -o out.wav
+
+    On Ray Serve (pip install 'ttsperf[ray]'), the same API over 2 replicas; answers carry X-Replica:
+
+    Example: ttsperf serve --ray --replicas 2 --synthetic --config tiny --max-batch 8
     """
-    from ttsperf.cli.synth import load_pipeline
+    from ttsperf.cli.synth import load_pipeline, model_config
     from ttsperf.engine.engine import Engine, EngineConfig
     from ttsperf.engine.switches import Switches
     from ttsperf.errors import UserError
@@ -105,6 +124,11 @@ def serve(
         raise UserError(f"--max-body-bytes {max_body_bytes}: expected at least 1024")
     if api_key is not None and not api_key.strip():
         raise UserError("--api-key is empty: expected a secret, or leave the option out")
+    ray_options = dict(
+        replicas=replicas, autoscale=autoscale, gpus_per_replica=gpus_per_replica, address=address
+    )
+    if not ray and (given := [k for k, v in ray_options.items() if v is not None]):
+        raise UserError(f"--{given[0].replace('_', '-')} needs --ray")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     switches = Switches(
@@ -115,6 +139,14 @@ def serve(
         max_batch=parse_max_batch(max_batch), max_queue=max_queue, max_new_tokens=max_new_tokens,
         first_chunk_steps=first_chunk_steps, request_timeout=request_timeout,
     ).validate()  # fmt: skip
+    if ray:
+        from ttsperf.server.ray_deployment import ReplicaSpec
+
+        model_config(assets, synthetic, config)  # bad flags fail here, not in every replica
+        load = functools.partial(load_pipeline, assets, synthetic, config, device, dtype, seed)
+        spec = ReplicaSpec(load, engine_config, switches, api_key, max_body_bytes)
+        _serve_on_ray(spec, device, host, port, drain_timeout, max_queued, log_level, **ray_options)
+        return
     log.info("loading %s (%s) on %s, %s", config, "synthetic weights" if synthetic else assets, device, dtype)
     pipe = load_pipeline(assets, synthetic, config, device, dtype, seed)
     engine = Engine(pipe, engine_config, switches)
@@ -133,6 +165,42 @@ def serve(
         engine.stop(drain=False, timeout=5)  # a no-op after a drain; else answers the rest 'shutdown'
     if not server.started:
         raise typer.Exit(1)  # uvicorn already said why (e.g. the port is taken)
+
+
+def _serve_on_ray(
+    spec, device: str, host: str, port: int, drain_timeout: float, max_queued: int, log_level: str,
+    *, replicas: int | None, autoscale: str | None, gpus_per_replica: float | None, address: str | None,
+) -> None:  # fmt: skip
+    """`serve --ray`: the same app and engine settings, deployed on Ray Serve (server/ray_deployment.py)."""
+    import importlib.util
+
+    from ttsperf.errors import UserError
+    from ttsperf.server import ray_deployment as rd
+
+    if importlib.util.find_spec("ray") is None or importlib.util.find_spec("ray.serve") is None:
+        raise UserError(rd.INSTALL_HINT)
+    if replicas is not None and autoscale is not None:
+        raise UserError("--replicas and --autoscale: give one (a fixed count, or MIN:MAX to autoscale)")
+    if replicas is not None and replicas < 1:
+        raise UserError(f"--replicas {replicas}: expected at least 1")
+    if gpus_per_replica is None:
+        gpus_per_replica = 1.0 if device.startswith("cuda") else 0.0
+    if gpus_per_replica < 0 or (device.startswith("cuda") and gpus_per_replica == 0):
+        expected = f"> 0 with --device {device}" if device.startswith("cuda") else ">= 0"
+        raise UserError(f"--gpus-per-replica {gpus_per_replica:g}: expected {expected}")
+    if max_queued < 1:
+        raise UserError(f"--max-queued {max_queued}: expected at least 1")
+    if port == 0:
+        raise UserError("--port 0: --ray needs a fixed port (Ray's proxy listens on it on every node)")
+    settings = rd.RaySettings(
+        replicas=replicas or 1,
+        autoscale=rd.parse_autoscale(autoscale) if autoscale is not None else None,
+        gpus_per_replica=gpus_per_replica,
+        max_queued=max_queued,
+        retry_after=spec.engine.retry_after,
+        drain_timeout=drain_timeout,
+    )
+    rd.serve_forever(spec, settings, address=address, host=host, port=port, log_level=log_level)
 
 
 def register(app: typer.Typer) -> None:

@@ -9,15 +9,22 @@ import typer
 from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, print_json, user_errors
 
 
-def load_pipeline(assets: Path | None, synthetic: bool, config: str, device: str, dtype: str, seed: int):
-    """The model the flags ask for: an asset dir, or synthetic weights of the config's shapes."""
+def model_config(assets: Path | None, synthetic: bool, config: str):
+    """The config the model flags name, checked without loading anything."""
     from ttsperf.errors import UserError
     from ttsperf.model.config import get_config
-    from ttsperf.model.pipeline import Pipeline
 
     cfg = get_config(config)
     if (assets is None) == (not synthetic):
         raise UserError("give exactly one of --assets DIR or --synthetic")
+    return cfg
+
+
+def load_pipeline(assets: Path | None, synthetic: bool, config: str, device: str, dtype: str, seed: int):
+    """The model the flags ask for: an asset dir, or synthetic weights of the config's shapes."""
+    from ttsperf.model.pipeline import Pipeline
+
+    cfg = model_config(assets, synthetic, config)
     if synthetic:
         return Pipeline.synthetic_model(cfg, seed=seed, device=device, dtype=dtype)
     return Pipeline.from_assets(cfg, assets, device=device, dtype=dtype)

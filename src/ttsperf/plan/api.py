@@ -11,7 +11,7 @@ from ttsperf.plan import memory as M
 from ttsperf.plan import steptime as S
 from ttsperf.plan.cards import build_cards, plan_dtype
 from ttsperf.plan.catalog import load_catalog, split_names
-from ttsperf.plan.cost import parse_own
+from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
 from ttsperf.plan.recommend import Settings, plan_scenario
 from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
@@ -90,6 +90,7 @@ def make_plan(
     memory_at: int | None = None,
     requests: int = 1000,
     seed: int = 0,
+    gpus_per_machine: int = DEFAULT_GPUS_PER_MACHINE,
     progress: Callable[[str], None] | None = None,
 ) -> Plan:
     if streams is not None and rate is not None:
@@ -107,6 +108,8 @@ def make_plan(
         )
     if max_batch is not None and max_batch < 1:
         raise UserError(f"--max-batch: expected >= 1, found {max_batch}")
+    if gpus_per_machine < 1:
+        raise UserError(f"--gpus-per-machine: expected >= 1, found {gpus_per_machine}")
     if engine not in ENGINES:
         raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {engine!r}")
     names = [scenario] if scenario else list(SCENARIOS)
@@ -168,7 +171,9 @@ def make_plan(
     target = Load("streams", streams) if streams else Load("rate", rate) if rate else None
     slo_limits = parse_slo(slo) if slo is not None else None
     own_cards = parse_own(own or [], list(cat.gpus), amortize, electricity)
-    settings = Settings(cat, workload, requests, seed, memory_at, max_batch, own_cards, engine)
+    settings = Settings(
+        cat, workload, requests, seed, memory_at, max_batch, own_cards, engine, gpus_per_machine
+    )
     scenarios = [
         plan_scenario(SCENARIOS[n], cards, target, slo_limits, settings, note, progress) for n in names
     ]
@@ -200,5 +205,6 @@ def make_plan(
         defaults=_defaults(workload, calibrated),
         seed=seed,
         requests_per_simulation=requests,
+        gpus_per_machine=gpus_per_machine,
     )
     return Plan(inputs=inputs, scenarios=scenarios, notes=notes)

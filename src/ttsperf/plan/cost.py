@@ -10,6 +10,7 @@ ship in data/purchase.csv with their source; any other purchase price is the use
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,14 @@ PURCHASE_COLUMNS: dict[str, tuple[bool, str]] = {
     "source": (True, "text"),
 }
 HOURS = {"h": 1.0, "d": 24.0, "m": 730.0, "y": 8760.0}  # a month = 8760 / 12 hours
+# The common GPU server: the cloud's 8-GPU machines (AWS p4d/p5, Azure ND A100 v4, GCP a2-highgpu-8g)
+# and DGX/HGX boards hold 8 cards; --gpus-per-machine says otherwise (e.g. 4 for a workstation).
+DEFAULT_GPUS_PER_MACHINE = 8
+
+
+def machines_needed(gpus: int, gpus_per_machine: int) -> int:
+    """Machines to hold `gpus` cards (a Ray Serve replica per GPU): ceil(gpus / gpus_per_machine)."""
+    return math.ceil(gpus / gpus_per_machine)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from ttsperf.plan.cards import Card
 from ttsperf.plan.catalog import Catalog
-from ttsperf.plan.cost import Ownership
+from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, Ownership, machines_needed
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.scenarios import Scenario, meets, misses
 from ttsperf.plan.schema import Basis, PlanRow, ScenarioPlan, Slo
@@ -90,6 +90,7 @@ class Settings:
     batch_cap: int | None = None  # the engine's slot limit, below what memory allows
     own: Ownership | None = None
     engine: str = "ttsperf"  # simulate.ENGINES
+    gpus_per_machine: int = DEFAULT_GPUS_PER_MACHINE
     cache: dict = field(default_factory=dict)  # (card, load) -> SimResult, shared across scenarios
 
 
@@ -100,6 +101,8 @@ _EMPTY = dict.fromkeys(
         "max_streams",
         "max_rate_rps",
         "gpus_needed",
+        "replicas",
+        "machines",
         "usd_per_hour",
         "usd_per_audio_hour",
         "watts",
@@ -186,7 +189,8 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
     if cap.value > 0 and cap.result is not None:
         per_gpu_load, gpus = _per_gpu(target, cap.value)
         at = sim(per_gpu_load)
-        row.update(_latency(at), gpus_needed=gpus)
+        row.update(_latency(at), gpus_needed=gpus, replicas=gpus)
+        row["machines"] = machines_needed(gpus, s.gpus_per_machine)
         cap_key = "max_streams" if target.kind == "streams" else "max_rate_rps"
         row[cap_key] = int(cap.value) if target.kind == "streams" else cap.value
         if not at.p99_resolved:
@@ -202,6 +206,10 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
             + ("" if scenario.slo else " (none: saturated throughput at max batch)"),
         )
         basis["gpus_needed"] = Basis(kind="projected", how=f"ceil(target {target.label()} / {cap_key})")
+        basis["replicas"] = Basis(kind="projected", how="gpus_needed: one engine per GPU (serve --ray)")
+        basis["machines"] = Basis(
+            kind="projected", how=f"ceil(gpus_needed / {s.gpus_per_machine} GPUs per machine)"
+        )
         throughput = cap.result.audio_throughput
         if usd is not None:
             row["usd_per_hour"] = gpus * usd

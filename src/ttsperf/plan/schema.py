@@ -48,6 +48,8 @@ class PlanRow(BaseModel):
     max_rate_rps: float | None = Field(description="most requests/s per GPU meeting the SLO (rate load)")
     meets_slo: bool
     gpus_needed: int | None
+    replicas: int | None = Field(None, description="`serve --ray` replicas at one GPU each (= gpus_needed)")
+    machines: int | None = Field(None, description="ceil(gpus_needed / inputs.gpus_per_machine)")
     usd_per_gpu_hour: float | None
     usd_per_hour: float | None = Field(description="gpus_needed x usd_per_gpu_hour")
     usd_per_audio_hour: float | None = Field(description="at the most load per GPU meeting the SLO")
@@ -86,6 +88,7 @@ class PlanInputs(BaseModel):
     defaults: dict[str, Default]
     seed: int
     requests_per_simulation: int
+    gpus_per_machine: int = Field(8, description="cards per machine, for the machines column")
 
 
 class Plan(BaseModel):

@@ -1,0 +1,199 @@
+"""`ttsperf serve --ray`: the same app (server/app.py) as a Ray Serve deployment, one engine per replica.
+
+    spec = ReplicaSpec(load=functools.partial(load_pipeline, None, True, "tiny", "cpu", "fp32", 0),
+                       engine=EngineConfig(max_batch=8))
+    serve_forever(spec, RaySettings(replicas=2), address=None, host="127.0.0.1", port=8080)
+
+Ray does what one process cannot: placement (a replica per GPU with gpus_per_replica=1, on any
+node of the cluster), autoscaling on ongoing requests, and backpressure. Each replica takes at
+most its batch's worth of requests at once (Ray's max_ongoing_requests = max batch), so a request
+waits in Ray's queue, where the first replica with a free slot takes it, rather than in one
+engine's queue behind a busy batch; past `max_queued` waiting, Ray's proxy answers 503 with
+Retry-After. Every answer carries `X-Replica` (the replica's id): which replica served it, for
+clients and for the tests that prove the spread. `/metrics` answers from the replica the request
+reached (each engine counts its own); Ray's own metrics export sums the cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ttsperf.engine.engine import Engine, EngineConfig
+from ttsperf.engine.switches import Switches
+from ttsperf.model.pipeline import Pipeline
+from ttsperf.server.app import DEFAULT_MAX_BODY_BYTES, create_app
+
+log = logging.getLogger("ttsperf.server")
+APP_NAME = "ttsperf"
+DEPLOYMENT = "TTS"
+AUTO_BATCH_CAP = 64  # engine.auto_max_batch's cap: a replica never batches more with --max-batch auto
+INSTALL_HINT = "--ray needs Ray Serve: pip install 'ttsperf[ray]' (or pip install 'ray[serve]')"
+
+
+@dataclass(frozen=True)
+class ReplicaSpec:
+    """What each replica builds, picklable: a loader for the model (run in the replica, so the
+    weights never travel through Ray's object store) and the engine's settings."""
+
+    load: Callable[[], Pipeline]
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    switches: Switches = field(default_factory=Switches)
+    api_key: str | None = None
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+
+    @property
+    def max_ongoing(self) -> int:
+        return self.engine.max_batch or AUTO_BATCH_CAP
+
+
+@dataclass(frozen=True)
+class RaySettings:
+    """How many replicas and where: a fixed count, or autoscaling between MIN and MAX."""
+
+    replicas: int = 1
+    autoscale: tuple[int, int] | None = None
+    gpus_per_replica: float = 0.0
+    # Zero: a replica reserves no CPU, so N replicas fit on any machine (on a CPU-only test box
+    # they share its cores; with GPUs, the GPU is what each replica reserves).
+    cpus_per_replica: float = 0.0
+    max_queued: int = 64
+    retry_after: float = 1.0
+    drain_timeout: float = 60.0
+
+    def options(self, spec: ReplicaSpec) -> dict:
+        """Ray Serve deployment options."""
+        from ray.serve.config import BackpressureConfig
+
+        opts: dict = dict(
+            name=DEPLOYMENT,
+            max_ongoing_requests=spec.max_ongoing,
+            max_queued_requests=self.max_queued,
+            backpressure_config=BackpressureConfig(status_code=503, retry_after_s=self.retry_after),
+            ray_actor_options={"num_cpus": self.cpus_per_replica, "num_gpus": self.gpus_per_replica},
+            graceful_shutdown_timeout_s=self.drain_timeout,
+        )
+        if self.autoscale is None:
+            opts["num_replicas"] = self.replicas
+        else:
+            lo, hi = self.autoscale
+            # scale out once replicas are half full on average: room left for bursts while a new
+            # replica loads its model
+            target = max(1, spec.max_ongoing // 2)
+            opts["autoscaling_config"] = dict(
+                min_replicas=lo, max_replicas=hi, initial_replicas=lo, target_ongoing_requests=target
+            )
+        return opts
+
+
+def parse_autoscale(text: str) -> tuple[int, int]:
+    """`--autoscale 1:4` -> (1, 4)."""
+    from ttsperf.errors import UserError
+
+    lo, sep, hi = text.partition(":")
+    if not (sep and lo.strip().isdigit() and hi.strip().isdigit()):
+        raise UserError(f"--autoscale {text!r}: expected MIN:MAX replicas, e.g. 1:4")
+    a, b = int(lo), int(hi)
+    if not 0 <= a <= b or b < 1:
+        raise UserError(f"--autoscale {text!r}: expected 0 <= MIN <= MAX and MAX >= 1")
+    return a, b
+
+
+class _ReplicaHeader:
+    """Adds `X-Replica: <id>` to every answer (pure ASGI, so streams pass through untouched)."""
+
+    def __init__(self, app: ASGIApp, replica: str):
+        self.app, self.value = app, replica.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def tagged(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []), (b"x-replica", self.value)]}
+            await send(message)
+
+        await self.app(scope, receive, tagged)
+
+
+class TTSReplica:
+    """One replica: the model, its engine and the app over it. Made a Ray Serve ingress in
+    `deployment()`; Ray builds the app after __init__ through __serve_build_asgi_app__."""
+
+    def __init__(self, spec: ReplicaSpec):
+        from ray import serve
+
+        self.spec = spec
+        self.replica = serve.get_replica_context().replica_id.unique_id
+        self.engine = Engine(spec.load(), spec.engine, spec.switches).start()
+        log.info("replica %s: engine ready, max batch %d", self.replica, self.engine.max_batch)
+
+    def __serve_build_asgi_app__(self) -> ASGIApp:
+        app = create_app(self.engine, self.spec.api_key, max_body_bytes=self.spec.max_body_bytes)
+        app.add_middleware(_ReplicaHeader, replica=self.replica)
+        return app
+
+    def __del__(self) -> None:
+        # Ray has waited for this replica's requests to finish (graceful shutdown) before this
+        if getattr(self, "engine", None) is not None:
+            self.engine.stop(drain=False, timeout=5)
+
+
+def deployment(spec: ReplicaSpec, settings: RaySettings):
+    """The Ray Serve application: TTSReplica as an ingress deployment, bound to `spec`."""
+    from ray import serve
+
+    ingress = serve.ingress()(TTSReplica)
+    return serve.deployment(ingress, **settings.options(spec)).bind(spec)
+
+
+def start(
+    spec: ReplicaSpec,
+    settings: RaySettings,
+    *,
+    address: str | None,
+    host: str,
+    port: int,
+    log_level: str = "info",
+) -> str:
+    """Join `address` (None: start a local cluster), deploy, wait for every replica; the URL."""
+    import ray
+    from ray import serve
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, logging_level=log_level.upper())
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(deployment(spec, settings), name=APP_NAME, route_prefix="/")  # returns once replicas are up
+    shown = f"[{host}]" if ":" in host else host
+    return f"http://{shown}:{port}"
+
+
+def serve_forever(spec: ReplicaSpec, settings: RaySettings, **where) -> None:
+    """start(spec, settings, **where), then serve until SIGTERM or Ctrl-C; then let Ray drain the
+    replicas and stop."""
+    import ray
+    from ray import serve
+
+    url = start(spec, settings, **where)
+    count = f"{settings.autoscale[0]}-{settings.autoscale[1]}" if settings.autoscale else settings.replicas
+    log.info(
+        "ttsperf on Ray Serve at %s: %s replicas, %d requests each at once, %d queued then 503 "
+        "(Retry-After %d s); SIGTERM drains",
+        url, count, spec.max_ongoing, settings.max_queued, math.ceil(settings.retry_after),
+    )  # fmt: skip
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    stop.wait()
+    log.info("draining: the replicas finish their requests (up to %.0f s)", settings.drain_timeout)
+    serve.delete(APP_NAME)  # graceful: replicas answer what they hold before they go
+    serve.shutdown()
+    ray.shutdown()
