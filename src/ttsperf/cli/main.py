@@ -39,7 +39,7 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-from ttsperf.cli import assets, bench, demo, info, plan, profile, serve, synth  # noqa: E402
+from ttsperf.cli import assets, bench, demo, doctor, export, info, plan, profile, serve, synth  # noqa: E402
 
-for _module in (info, synth, serve, assets, profile, bench, plan, demo):
+for _module in (info, synth, serve, assets, profile, bench, plan, doctor, export, demo):
     _module.register(app)
