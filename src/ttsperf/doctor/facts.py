@@ -135,6 +135,24 @@ def ttsperf_defaults(device: str) -> Deployment:
     )
 
 
+def from_model(model, source: str = "this process") -> Deployment:
+    """A model in this process, as its serving code runs it now: call it where the forward runs
+    (inside the server's inference context) to see what that context records."""
+    import torch
+
+    params = list(model.parameters())
+    names = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+    device = params[0].device if params else torch.device("cpu")
+    return Deployment(
+        source=source,
+        device=str(device),
+        dtype=names.get(params[0].dtype) if params else None,
+        autocast=torch.is_autocast_enabled(device.type),
+        grad_enabled=torch.is_grad_enabled() and not torch.is_inference_mode_enabled(),
+        weights_requiring_grad=sum(p.numel() for p in params if p.requires_grad),
+    )
+
+
 def from_healthz(url: str, body: dict[str, Any]) -> Deployment:
     """A ttsperf server's /healthz -> Deployment; other servers' bodies give what they say."""
     switches = body.get("switches") if isinstance(body.get("switches"), dict) else {}

@@ -111,10 +111,12 @@ def _parse_shapes(value: str, where: str) -> dict[str, tuple[int, ...]]:
         values = []
         for d in dims.split("x"):
             if not d.isdigit() or int(d) < 1:
-                raise UserError(f"{where} {part!r}: dimension {d!r} is not a positive integer; e.g. 1x20")
+                raise UserError(
+                    f"{where} {part!r}: dimension {d!r} is not a positive integer; expected DIMS like 1x20"
+                )
             values.append(int(d))
         if name in shapes:
-            raise UserError(f"{where}: input {name!r} given twice")
+            raise UserError(f"{where}: input {name!r} given twice; expected each input once")
         shapes[name] = tuple(values)
     return shapes
 
@@ -245,7 +247,7 @@ def recommend(
     cap = g.max_position_embeddings  # rotary positions past it were never trained
     ranges = {
         "batch": (1, max(1, max_batch // 2), max_batch),
-        **{k: (1, s["p50"], max(s["p50"], min(_round_up(s["max"], 16), cap))) for k, s in stats.items()},
+        **{k: (1, min(s["p50"], cap), min(_round_up(s["max"], 16), cap)) for k, s in stats.items()},
         **{k: (v, v, v) for k, v in fixed_dims(g).items()},
     }
     wanted = inputs or {name: len(ROLES[name]) for name in STEP_INPUTS}
