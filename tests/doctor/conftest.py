@@ -63,19 +63,30 @@ def live_server():
     live.stop()
 
 
-@pytest.fixture(scope="module")
-def mock_server():
-    """A TTS server that is not ttsperf (bench's mock: no /healthz): its URL."""
+def _start_mock(slots: int, service_time: float):
     import subprocess
     import sys
 
+    args = [sys.executable, "-m", "ttsperf.bench.mock_server", "--port", "0"]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ttsperf.bench.mock_server", "--port", "0", "--slots", "1",
-         "--service-time", "0.05"],
+        [*args, "--slots", str(slots), "--service-time", str(service_time)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     line = proc.stdout.readline()
     assert line.startswith("listening on "), (line, proc.stderr.read())
-    yield line.split()[-1]
-    proc.terminate()
-    proc.wait(10)
+    return proc, line.split()[-1]
+
+
+@pytest.fixture(scope="module")
+def mock_servers():
+    """Servers that are not ttsperf (bench's mock, no /healthz): {1: serial URL, 0: unlimited URL}."""
+    started = {slots: _start_mock(slots, 0.3) for slots in (1, 0)}
+    yield {slots: url for slots, (_, url) in started.items()}
+    for proc, _ in started.values():
+        proc.terminate()
+        proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def mock_server(mock_servers):
+    return mock_servers[1]

@@ -156,3 +156,19 @@ def test_a_profile_gives_its_runtime_switches(tmp_path):
         False,
     )
     assert checks.check_cudnn_benchmark(dep, None).severity == "warn"
+
+
+def test_probe_tells_a_serial_server_from_one_that_overlaps_requests(mock_servers):
+    serial = collect(urls=[mock_servers[1]], probe=True).deployments[0]
+    assert serial.batching == "none" and "served one at a time" in serial.batching_evidence
+    [warn] = checks.check_batching(make_facts(deployments=[serial]))
+    assert warn.severity == "warn" and "probe: one request" in warn.evidence
+    overlapping = collect(urls=[mock_servers[0]], probe=True).deployments[0]
+    assert overlapping.batching == "concurrent"
+    [info] = checks.check_batching(make_facts(deployments=[overlapping]))
+    assert info.severity == "info"
+
+
+def test_probe_leaves_a_ttsperf_server_alone(live_server):
+    dep = collect(urls=[live_server], probe=True).deployments[0]
+    assert dep.batching == "continuous" and dep.batching_evidence == ""

@@ -19,6 +19,7 @@ machine cannot run (no GPU, no server) says `skipped` and what it needs. Exit 0 
 Examples:
   ttsperf doctor
   ttsperf doctor --url http://127.0.0.1:8080 --json
+  ttsperf doctor --url http://chattts-api:8000 --probe     # does a server that is not ttsperf batch?
   ttsperf doctor --trt-shapes \\
     '--minShapes=input_ids:1x1 --optShapes=input_ids:4x20 --maxShapes=input_ids:8x50'
   ttsperf doctor --profile profile.json --texts my_texts.txt"""
@@ -44,6 +45,11 @@ def register(app: typer.Typer) -> None:
         ),
         assets: Path | None = ASSETS,
         config: str = CONFIG,
+        probe: bool = typer.Option(
+            False,
+            "--probe",
+            help="Send requests (POST /invoke) to a --url whose /healthz cannot say if it batches.",
+        ),
         as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     ) -> None:
         from ttsperf.doctor import diagnose
@@ -57,6 +63,7 @@ def register(app: typer.Typer) -> None:
             assets=str(assets) if assets else None,
             config=config,
             max_batch=max_batch,
+            probe=probe,
         )
         if as_json:
             print_json(report)

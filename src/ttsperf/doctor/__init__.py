@@ -28,6 +28,7 @@ def diagnose(
     assets: str | None = None,
     config: str = "chattts",
     max_batch: int | None = None,
+    probe: bool = False,
     facts: Facts | None = None,
 ) -> dict:
     """Collect facts (unless given), run every check, return the report (the `--json` document)."""
@@ -37,7 +38,7 @@ def diagnose(
 
     g = get_config(config).gpt
     spec = parse_spec(trt_shapes) if trt_shapes is not None else None  # a bad spec fails before any work
-    facts = facts or collect(urls, profiles)
+    facts = facts or collect(urls, profiles, probe)
     findings: list[Finding] = run_checks(facts)
     if max_batch is not None:
         batch, batch_from = max_batch, "--max-batch"

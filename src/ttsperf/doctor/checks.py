@@ -264,12 +264,18 @@ def _behaviour(
         )
     for dep in facts.deployments:
         value = getattr(dep, attr)
+        seen = f"{attr}: {value}" + (
+            f"; {dep.batching_evidence}" if attr == "batching" and dep.batching_evidence else ""
+        )
         if value is None:
-            out.append(_skip(id_, dep.source, title, "a ttsperf /healthz", "the deployment does not say"))
+            needs = "a ttsperf /healthz" + (" or --probe" if attr == "batching" else "")
+            out.append(_skip(id_, dep.source, title, needs, "the deployment does not say"))
         elif value == good:
-            out.append(Finding(id_, "ok", dep.source, title, f"{attr}: {value}"))
+            out.append(Finding(id_, "ok", dep.source, title, seen))
+        elif value == "concurrent":
+            out.append(Finding(id_, "info", dep.source, title, seen))
         else:
-            out.append(Finding(id_, "warn", dep.source, title, f"{attr}: {value}", fix))
+            out.append(Finding(id_, "warn", dep.source, title, seen, fix))
     return out
 
 

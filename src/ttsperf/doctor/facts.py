@@ -41,7 +41,8 @@ class Deployment:
     cudnn_benchmark: bool | None = None
     grad_enabled: bool | None = None  # autograd records the forward (no inference_mode/no_grad)
     weights_requiring_grad: int | None = None  # parameters with requires_grad=True
-    batching: str | None = None  # "continuous" | "static" | "none" | None (unknown)
+    batching: str | None = None  # "continuous" | "concurrent" | "none" (serial) | None (unknown)
+    batching_evidence: str = ""  # how it was found out (a probe's timings)
     streaming: str | None = None  # "incremental" | "re-decode" | None
     max_batch: int | None = None
 
@@ -236,10 +237,19 @@ def chattts_package() -> ChatTTSPackage | None:
 def collect(
     urls: list[str] | None = None,
     profiles: list[Path] | None = None,
+    probe: bool = False,
 ) -> Facts:
+    """`probe`: ask each server that /healthz leaves unknown whether it batches (sends requests)."""
     version, cuda, gpus, flags = torch_facts()
     procs, note = gpu_processes()
-    deployments = [fetch_healthz(u) for u in urls or []] + [from_profile(p) for p in profiles or []]
+    servers = [fetch_healthz(u) for u in urls or []]
+    if probe:
+        from ttsperf.doctor.probe import probe_batching
+
+        for url, dep in zip(urls or [], servers, strict=True):
+            if dep.batching is None:
+                dep.batching, dep.batching_evidence = probe_batching(url)
+    deployments = servers + [from_profile(p) for p in profiles or []]
     if not deployments:
         deployments = [ttsperf_defaults("cuda" if cuda else "cpu")]
     return Facts(
