@@ -170,9 +170,9 @@ def check_nccl(facts: Facts) -> Finding:
         return Finding(id_, "ok", MACHINE, title, f"NCCL_BUFFSIZE={value} with {facts.gpu_count} GPUs")
     return Finding(
         id_, "warn", MACHINE, title,
-        f"{facts.gpu_count} GPUs and NCCL_BUFFSIZE unset: NCCL's buffers per channel and peer take its "
-        "default size (4 MiB); only collectives (tensor parallel, DDP) use them — one replica per "
-        "GPU, as ttsperf serve runs, uses none",
+        f"{facts.gpu_count} GPUs and NCCL_BUFFSIZE unset: the buffers NCCL uses between pairs of GPUs "
+        "take its default size (4 MiB, not 2x the card as the guide says); only collectives (tensor "
+        "parallel, DDP) use them — one replica per GPU, as ttsperf serve runs, uses none",
         "export NCCL_BUFFSIZE=2097152 (2 MiB, the guide's value) if the deployment uses NCCL collectives",
     )  # fmt: skip
 
