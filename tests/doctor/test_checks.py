@@ -98,6 +98,12 @@ def test_processes_piled_on_gpu0_while_others_idle_is_an_error():
     assert f.severity == "error" and "101, 102" in f.evidence and "CUDA_VISIBLE_DEVICES" in f.fix
 
 
+def test_nvml_sees_the_gpus_a_pinned_process_does_not():
+    # this process sees one GPU (CUDA_VISIBLE_DEVICES=0), the machine has two with both servers on GPU 0
+    facts = make_facts(1, gpu_processes={0: [101, 102], 1: []}, env={"CUDA_VISIBLE_DEVICES": "0"})
+    assert checks.check_gpu_placement(facts).severity == "error"
+
+
 def test_processes_spread_over_gpus_is_ok():
     assert sev(checks.check_gpu_placement(make_facts(2, gpu_processes={0: [101], 1: [102]}))) == "ok"
 

@@ -179,13 +179,13 @@ def check_nccl(facts: Facts) -> Finding:
 
 def check_gpu_placement(facts: Facts) -> Finding:
     id_, title = "gpu-placement", "serving processes spread over the GPUs, not all on cuda:0"
-    if facts.gpu_count < 2:
-        return _skip(
-            id_, MACHINE, title, "two or more GPUs", f"{facts.gpu_count} CUDA GPU(s) here: nothing to spread"
-        )
+    procs = facts.gpu_processes
+    # NVML sees every GPU of the machine; torch only those CUDA_VISIBLE_DEVICES leaves this process
+    gpus = len(procs) if procs is not None else facts.gpu_count
+    if gpus < 2:
+        return _skip(id_, MACHINE, title, "two or more GPUs", f"{gpus} CUDA GPU(s) here: nothing to spread")
     pinned = facts.env.get("CUDA_VISIBLE_DEVICES")
     trap = facts.chattts is not None and facts.chattts.select_device_ignores_others
-    procs = facts.gpu_processes
     if procs is not None:
         first, others = len(procs.get(0, [])), [len(v) for i, v in procs.items() if i != 0]
         if first >= 2 and others and min(others) == 0:
@@ -205,9 +205,8 @@ def check_gpu_placement(facts: Facts) -> Finding:
         )  # fmt: skip
     if procs is None:
         return _skip(id_, MACHINE, title, "NVML", facts.gpu_processes_note)
-    return Finding(
-        id_, "ok", MACHINE, title, f"processes per GPU: { ({i: len(v) for i, v in procs.items()}) }"
-    )
+    counts = ", ".join(f"GPU {i}: {len(v)}" for i, v in procs.items())
+    return Finding(id_, "ok", MACHINE, title, f"compute processes per GPU (NVML index) {counts}")
 
 
 # ------------------------------------------------------------------ ChatTTS's own traps
