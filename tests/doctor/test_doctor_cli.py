@@ -84,3 +84,11 @@ def test_table_output_prints_the_trtexec_command_whole():
     assert res.exit_code == 0
     lines = [line for line in res.stdout.splitlines() if line.startswith("trtexec --onnx=")]
     assert len(lines) == 1 and "--maxShapes=" in lines[0]
+
+
+def test_a_spec_of_unknown_inputs_is_skipped_not_passed():
+    res = doctor("--trt-shapes", "--minShapes=x:1x1 --optShapes=x:1x1 --maxShapes=x:1x1", "--json")
+    assert res.exit_code == 0, res.output
+    found = {f["id"]: f for f in json.loads(res.stdout)["findings"]}
+    assert found["trt-shapes"]["severity"] == "skipped" and found["trt-shapes-unknown"]["severity"] == "info"
+    assert "x (2 dims)" in found["trt-shapes-unknown"]["evidence"]

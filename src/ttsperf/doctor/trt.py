@@ -4,7 +4,7 @@ profile the workload asks for (printed as trtexec flags)."""
 from __future__ import annotations
 
 from ttsperf.doctor.checks import MACHINE, Finding
-from ttsperf.export.shapes import RequestShape, ShapeSpec, check_spec, length_stats, recommend
+from ttsperf.export.shapes import ROLES, RequestShape, ShapeSpec, check_spec, length_stats, recommend
 from ttsperf.model.config import GPTConfig
 
 _EXAMPLES = 3
@@ -45,9 +45,8 @@ def check_trt(
                     "info",
                     MACHINE,
                     "TensorRT inputs ttsperf can interpret",
-                    f"not interpreted: {', '.join(check.unknown)}; known: input_ids, attention_mask, "
-                    "text_mask, inputs_embeds (prefill) and codes, positions, past_keys, past_values "
-                    "(ttsperf export onnx)",
+                    f"not interpreted: {', '.join(check.unknown)}; known: {', '.join(ROLES)} "
+                    "(a prefill's and ttsperf export onnx's step inputs)",
                 )  # fmt: skip
             )
         if check.outside or check.problems:
@@ -72,15 +71,11 @@ def check_trt(
                 )  # fmt: skip
             )
         elif check.checked:
-            out.append(
-                Finding(
-                    "trt-shapes",
-                    "ok",
-                    MACHINE,
-                    title,
-                    f"all {len(requests)} requests within ({'; '.join(check.checked)})",
-                )  # fmt: skip
-            )
+            within = f"all {len(requests)} requests within ({'; '.join(check.checked)})"
+            out.append(Finding("trt-shapes", "ok", MACHINE, title, within))
+        else:
+            why = "no input of the spec is one ttsperf can interpret"
+            out.append(Finding("trt-shapes", "skipped", MACHINE, title, why, needs="known input names"))
     rec = recommend(requests, g, max_batch=max_batch, inputs=wanted)
     if not rec.inputs:  # none of the spec's inputs is known: recommend for ttsperf's step graph
         rec = recommend(requests, g, max_batch=max_batch)
