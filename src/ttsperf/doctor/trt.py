@@ -47,7 +47,7 @@ def check_trt(
                     "TensorRT inputs ttsperf can interpret",
                     f"not interpreted: {', '.join(check.unknown)}; known: {', '.join(ROLES)} "
                     "(a prefill's and ttsperf export onnx's step inputs)",
-                )  # fmt: skip
+                )
             )
         if check.outside or check.problems:
             bad = [
@@ -68,7 +68,7 @@ def check_trt(
                     title,
                     evidence,
                     "rebuild the engine with the shapes in trt-recommended",
-                )  # fmt: skip
+                )
             )
         elif check.checked:
             within = f"all {len(requests)} requests within ({'; '.join(check.checked)})"
