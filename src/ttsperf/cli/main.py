@@ -39,7 +39,19 @@ def _root(
 
 
 # Each command module registers itself; import order is the order of `--help`.
-from ttsperf.cli import assets, bench, demo, info, plan, profile, report, serve, synth  # noqa: E402
+from ttsperf.cli import (  # noqa: E402
+    assets,
+    bench,
+    demo,
+    doctor,
+    export,
+    info,
+    plan,
+    profile,
+    report,
+    serve,
+    synth,
+)
 
-for _module in (info, synth, serve, assets, profile, bench, plan, report, demo):
+for _module in (info, synth, serve, assets, profile, bench, plan, doctor, export, report, demo):
     _module.register(app)
