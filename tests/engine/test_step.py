@@ -131,3 +131,26 @@ def test_graphed_step_clones_its_outputs():
     hidden, _ = graphed(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, dtype=torch.long), 1)
     static.fill_(7.0)
     assert hidden.shape == (1, 3) and float(hidden.abs().sum()) == 0.0
+
+
+def test_compile_with_int8_says_why_not_and_runs_eagerly():
+    engine = new_engine(Switches(compile=True, int8=True), max_batch=2)
+    report = engine.describe()["switches"]["compile"]
+    assert report["applied"] is False and "--int8" in report["note"]
+    assert engine.decode_step.compiled is False
+
+
+def test_a_compile_that_fails_at_start_serves_eagerly_and_says_why(monkeypatch, eager_tokens):
+    engine = new_engine(Switches(compile=True))
+
+    def no_compiler():
+        raise RuntimeError("InductorError: CppCompileError: C++ compile error\nmore lines")
+
+    monkeypatch.setattr(engine.decode_step, "warm_up", no_compiler)
+    assert serve_all(engine) == eager_tokens
+    report = engine.describe()["switches"]["compile"]
+    assert report["applied"] is False
+    assert report["note"] == (
+        "failed at start, running eagerly: RuntimeError: InductorError: CppCompileError: C++ compile error"
+    )
+    assert engine.describe()["decode_step"]["compiled_graphs"] == 0

@@ -112,13 +112,14 @@ class Engine:
             dtype = torch.float32
         # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
         # which would be a shape of its own to compile.
-        capacity = self.max_len + int(self.switches.compile)
+        capacity = self.max_len + int(self.switch_report["compile"]["applied"])
         self.slots = KVSlots(
             g.num_hidden_layers, self.max_batch, g.num_key_value_heads, capacity,
             g.hidden_size // g.num_attention_heads, dtype=dtype, device=pipe.device,
         )  # fmt: skip
         self.forward = SlotForward(pipe.model.gpt)
-        self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=self.switches.compile)
+        compile = self.switch_report["compile"]["applied"]
+        self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
         self.graphed: GraphedStep | None = None
         if self.switch_report["cuda_graphs"]["applied"]:
             self.graphed = GraphedStep(self.decode_step, self.slots, g.num_vq)
@@ -136,10 +137,17 @@ class Engine:
 
     def start(self) -> Engine:
         """Compile first (if asked), so no request waits for it; then start the worker."""
-        if self.switches.compile:
-            with self._contexts():  # the worker's grad and autocast state: compiled code guards on it
-                seconds = self.decode_step.warm_up()
-            self.switch_report["compile"]["note"] += f"; compiled in {seconds:.1f} s at start"
+        if self.decode_step.compiled:
+            try:
+                with self._contexts():  # the worker's grad and autocast state: compiled code guards on it
+                    seconds = self.decode_step.warm_up()
+                self.switch_report["compile"]["note"] += f"; compiled in {seconds:.1f} s at start"
+            except Exception as exc:  # noqa: BLE001 - e.g. no C compiler here: serve eagerly, say so
+                self.decode_step.use_eager()
+                why = (str(exc).strip().splitlines() or [""])[0][:200]
+                self.switch_report["compile"].update(
+                    applied=False, note=f"failed at start, running eagerly: {type(exc).__name__}: {why}"
+                )
         self._thread.start()
         return self
 

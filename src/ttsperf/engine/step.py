@@ -78,6 +78,9 @@ class DecodeStep:
             torch._dynamo.mark_static(codes, 1)  # num_vq, not a batch size
         return self._fn(codes, positions, length)
 
+    def use_eager(self) -> None:
+        self._fn, self.compiled = self.eager, False
+
     def warm_up(self) -> float:
         """Compile now, not on the first request: batch 1 and batch 2 (every batch >= 2 shares that
         graph) at a short context. Writes only free slots 0..1 before any request. -> seconds."""
