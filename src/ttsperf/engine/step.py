@@ -15,9 +15,9 @@ model — for no measured gain on CPU (docs/PERFORMANCE.md).
 cuda_graphs: CUDA graphs captured per (batch bucket, context bucket) over the engine's
 preallocated KV slots. The slots never move, so a graph reads and writes them in place; only
 codes and positions are copied into static buffers. Batches above the largest captured bucket
-run eagerly (there launch overhead no longer matters). Not `mode="reduce-overhead"`: its graph
-trees re-record for every new shape and copy inputs whose address is not static, and our context
-length changes every step.
+run eagerly (a large batch amortises the launches; its graphs would only cost memory). Not
+`mode="reduce-overhead"`: its graph trees re-record for every new shape and copy inputs whose
+address is not static, and our context length changes every step.
 """
 
 from __future__ import annotations
