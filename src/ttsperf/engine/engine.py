@@ -138,16 +138,8 @@ class Engine:
     def start(self) -> Engine:
         """Compile first (if asked), so no request waits for it; then start the worker."""
         if self.decode_step.compiled:
-            try:
-                with self._contexts():  # the worker's grad and autocast state: compiled code guards on it
-                    seconds = self.decode_step.warm_up()
-                self.switch_report["compile"]["note"] += f"; compiled in {seconds:.1f} s at start"
-            except Exception as exc:  # noqa: BLE001 - e.g. no C compiler here: serve eagerly, say so
-                self.decode_step.use_eager()
-                why = (str(exc).strip().splitlines() or [""])[0][:200]
-                self.switch_report["compile"].update(
-                    applied=False, note=f"failed at start, running eagerly: {type(exc).__name__}: {why}"
-                )
+            with self._contexts():  # the worker's grad and autocast state: compiled code guards on it
+                self.decode_step.compile_now(self.switch_report["compile"])
         self._thread.start()
         return self
 

@@ -78,8 +78,16 @@ class DecodeStep:
             torch._dynamo.mark_static(codes, 1)  # num_vq, not a batch size
         return self._fn(codes, positions, length)
 
-    def use_eager(self) -> None:
-        self._fn, self.compiled = self.eager, False
+    def compile_now(self, report: dict) -> None:
+        """Warm up, noting the seconds in the switch's report; if compiling fails (no C compiler,
+        an unsupported op), run eagerly and say why there instead of failing the server."""
+        try:
+            seconds = self.warm_up()
+            report["note"] += f"; compiled in {seconds:.1f} s at start"
+        except Exception as exc:  # noqa: BLE001 - any failure of the compiler stack
+            self._fn, self.compiled = self.eager, False
+            why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+            report.update(applied=False, note=f"failed at start, running eagerly: {why}")
 
     def warm_up(self) -> float:
         """Compile now, not on the first request: batch 1 and batch 2 (every batch >= 2 shares that
