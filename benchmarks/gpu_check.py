@@ -237,7 +237,7 @@ def main() -> int:
               f"{r['tokens_equal']:>9}{r['max_logit_diff']:>12.2g}{r['compile_s']:>11.1f}")  # fmt: skip
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_check.json").write_text(json.dumps(result, indent=2))
-    print("\ncommand: python benchmarks/gpu_check.py" + (" --quick" if quick else ""))
+    print("\ncommand: python " + " ".join(sys.argv))
     return 0
 
 
