@@ -9,8 +9,9 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
      context, with peak memory from the allocator and achieved weight bandwidth
   3. TF32 on/off (fp32 matmuls) and cudnn.benchmark on/off (Decoder+Vocos convolutions)
   4. the engine end to end: 16 concurrent synthetic requests, audio seconds per second
-CUDA graphs and torch.compile for the decode step are not implemented in the engine yet; the
-script says so rather than measuring something else under that name.
+  5. the engine's decode step (DecodeStep) eager, --compile, --cuda-graphs and both, at batch 1
+     and 16, context 512: step ms, compile seconds, greedy tokens vs eager. On a CPU dry run the
+     CUDA graph rows say "needs CUDA" and compile runs on the CPU.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from ttsperf.engine.engine import Engine, EngineConfig  # noqa: E402
+from ttsperf.engine.step import DecodeStep, GraphedStep  # noqa: E402
 from ttsperf.engine.types import SynthRequest  # noqa: E402
 from ttsperf.model.config import get_config  # noqa: E402
 from ttsperf.model.forward import SlotForward  # noqa: E402
@@ -151,6 +153,45 @@ def engine_throughput(cfg, device, concurrency) -> dict:
     }
 
 
+@torch.inference_mode()
+def step_variants(cfg, device, dtype: str, batches: list[int], context: int, repeats: int) -> list[dict]:
+    """Eager vs compile vs CUDA graphs vs both, on one model and one set of KV slots."""
+    g = cfg.gpt
+    pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
+    slots = KVSlots(
+        g.num_hidden_layers, max(batches), g.num_key_value_heads, context + 1,  # +1: as the engine
+        g.hidden_size // g.num_attention_heads, dtype=DTYPES[dtype], device=device,
+    )  # fmt: skip
+    fwd = SlotForward(pipe.model.gpt)
+    eager = DecodeStep(pipe.model, fwd, slots)
+    compiled = DecodeStep(pipe.model, fwd, slots, compile=True)
+    compile_s = compiled.warm_up()
+    variants = {"eager": eager, "compile": compiled}
+    if device.type == "cuda":  # graphs capture on first call, inside timed()'s warm-up call
+        variants["cuda_graphs"] = GraphedStep(eager, slots, g.num_vq)
+        variants["compile+cuda_graphs"] = GraphedStep(compiled, slots, g.num_vq)
+    rows = []
+    for batch in batches:
+        gen = torch.Generator().manual_seed(batch)
+        codes = torch.randint(0, g.num_audio_tokens, (batch, g.num_vq), generator=gen).to(device)
+        positions = torch.full((batch,), context - 1, device=device)
+        ref = eager(codes, positions, context)[1]
+        base = None
+        for name, fn in variants.items():
+            ms = 1000 * timed(lambda: fn(codes, positions, context), device, repeats)  # noqa: B023
+            out = fn(codes, positions, context)[1]
+            base = base or ms
+            rows.append({
+                "dtype": dtype, "batch": batch, "variant": name, "step_ms": ms, "vs_eager": base / ms,
+                "tokens_equal": f"{int((out.argmax(-1) == ref.argmax(-1)).sum())}/{ref.argmax(-1).numel()}",
+                "max_logit_diff": float((out - ref).abs().max()),
+                "compile_s": compile_s if "compile" in name else 0.0,
+            })  # fmt: skip
+        if device.type != "cuda":
+            rows.append({"dtype": dtype, "batch": batch, "variant": "cuda_graphs", "note": "needs CUDA"})
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -182,11 +223,21 @@ def main() -> int:
     print("\nswitches:", json.dumps(result["switches"], indent=1))
     result["engine"] = engine_throughput(cfg, device, 4 if quick else 16)
     print("\nengine:", json.dumps(result["engine"]))
-    result["not_measured"] = "CUDA graphs and torch.compile: not implemented in the engine yet"
-    print("\nnot measured:", result["not_measured"])
+    rows = []
+    for dtype in ["fp32"] if quick else ["fp32", "bf16"]:
+        rows += step_variants(cfg, device, dtype, [1, 16], 512, repeats=5 if quick else 50)
+    result["decode_step_variants"] = rows
+    print(f"\n{'dtype':<6}{'batch':>6}  {'variant':<20}{'step ms':>9}{'vs eager':>10}{'tokens':>9}"
+          f"{'max dlogit':>12}{'compile s':>11}")  # fmt: skip
+    for r in rows:
+        if "note" in r:
+            print(f"{r['dtype']:<6}{r['batch']:>6}  {r['variant']:<20}{r['note']:>9}")
+            continue
+        print(f"{r['dtype']:<6}{r['batch']:>6}  {r['variant']:<20}{r['step_ms']:>9.2f}{r['vs_eager']:>9.2f}x"
+              f"{r['tokens_equal']:>9}{r['max_logit_diff']:>12.2g}{r['compile_s']:>11.1f}")  # fmt: skip
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_check.json").write_text(json.dumps(result, indent=2))
-    print("\ncommand: python benchmarks/gpu_check.py" + (" --quick" if quick else ""))
+    print("\ncommand: python " + " ".join(sys.argv))
     return 0
 
 

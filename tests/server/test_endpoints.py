@@ -117,6 +117,10 @@ def test_healthz_reports_switches_device_model_and_batch(live):
     assert body["max_batch"] == 8 and body["weights"] == "synthetic"
     assert body["switches"]["dtype"] == {"value": "fp32", "applied": True, "note": ""}
     assert body["switches"]["cudnn_benchmark"]["applied"] is False  # says why, does not fail
+    assert body["switches"]["compile"] == {"value": False, "applied": False, "note": "off"}
+    assert body["decode_step"] == {
+        "compiled_graphs": 0, "compile_seconds": 0.0, "cuda_graphs": [], "eager_fallback_steps": 0,
+    }  # fmt: skip
 
 
 def test_readyz_is_200_while_admitting(live):

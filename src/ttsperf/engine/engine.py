@@ -20,6 +20,7 @@ import psutil
 import torch
 
 from ttsperf.engine.stats import EngineStats
+from ttsperf.engine.step import DecodeStep, GraphedStep
 from ttsperf.engine.stream import AudioDecoder
 from ttsperf.engine.switches import Switches, apply_switches
 from ttsperf.engine.types import (
@@ -109,11 +110,19 @@ class Engine:
         dtype = next(pipe.model.gpt.parameters()).dtype
         if not dtype.is_floating_point:  # int8-quantised linear layers keep fp32 activations
             dtype = torch.float32
+        # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
+        # which would be a shape of its own to compile.
+        capacity = self.max_len + int(self.switch_report["compile"]["applied"])
         self.slots = KVSlots(
-            g.num_hidden_layers, self.max_batch, g.num_key_value_heads, self.max_len,
+            g.num_hidden_layers, self.max_batch, g.num_key_value_heads, capacity,
             g.hidden_size // g.num_attention_heads, dtype=dtype, device=pipe.device,
         )  # fmt: skip
         self.forward = SlotForward(pipe.model.gpt)
+        compile = self.switch_report["compile"]["applied"]
+        self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
+        self.graphed: GraphedStep | None = None
+        if self.switch_report["cuda_graphs"]["applied"]:
+            self.graphed = GraphedStep(self.decode_step, self.slots, g.num_vq)
         self.stats = EngineStats()
         self._waiting: deque[RequestHandle] = deque()
         self._admitting = 0  # taken off the queue, not yet a row (being prefilled): still pending
@@ -127,6 +136,10 @@ class Engine:
     # ------------------------------------------------------------------ public API
 
     def start(self) -> Engine:
+        """Compile first (if asked), so no request waits for it; then start the worker."""
+        if self.decode_step.compiled:
+            with self._contexts():  # the worker's grad and autocast state: compiled code guards on it
+                self.decode_step.compile_now(self.switch_report["compile"])
         self._thread.start()
         return self
 
@@ -189,6 +202,12 @@ class Engine:
             "effective_max_batch": self.effective_max_batch,
             "kv_bytes": self.slots.nbytes,
             "switches": self.switch_report,
+            "decode_step": {
+                "compiled_graphs": self.decode_step.compiles,
+                "compile_seconds": round(self.decode_step.compile_seconds, 3),
+                "cuda_graphs": sorted(self.graphed.graphs) if self.graphed else [],
+                "eager_fallback_steps": self.graphed.eager_steps if self.graphed else 0,
+            },
             "device": str(self.pipe.device),
             "model": self.pipe.cfg.name,
             "weights": "synthetic" if self.pipe.synthetic else "assets",
@@ -196,13 +215,16 @@ class Engine:
 
     # ------------------------------------------------------------------ worker thread
 
-    def _run(self) -> None:
-        mode = torch.inference_mode() if self.switches.inference_mode else torch.no_grad()
-        half = torch.bfloat16 if self.pipe.device.type == "cpu" else torch.float16
-        autocast = contextlib.nullcontext()
+    def _contexts(self) -> contextlib.ExitStack:
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.inference_mode() if self.switches.inference_mode else torch.no_grad())
         if self.switches.autocast:
-            autocast = torch.autocast(self.pipe.device.type, dtype=half)
-        with mode, autocast:
+            half = torch.bfloat16 if self.pipe.device.type == "cpu" else torch.float16
+            stack.enter_context(torch.autocast(self.pipe.device.type, dtype=half))
+        return stack
+
+    def _run(self) -> None:
+        with self._contexts():
             while True:
                 with self._cv:
                     while not self._waiting and not self._rows and not self._stop:
@@ -284,10 +306,9 @@ class Engine:
                 self._step_count += 1
                 raise torch.OutOfMemoryError("injected out of memory (fault injection)")
             codes = torch.stack([r.last_codes for r in rows])
-            embeds = self.pipe.model.embed.embed_codes(codes).to(self.slots.k[0].dtype)
             positions = torch.tensor([r.position for r in rows], device=self.pipe.device)
-            hidden = self.forward.decode(embeds, self.slots, positions)
-            logits = self.pipe.model.embed.code_logits(hidden)
+            length = max(r.position for r in rows) + 1  # from Python: no device sync
+            hidden, logits = (self.graphed or self.decode_step)(codes, positions, length)
         except Exception as exc:
             if not _is_oom(exc):
                 raise

@@ -54,11 +54,19 @@ def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.dev
         note("cudnn_benchmark", False, f"not applicable on {device.type}: cuDNN is CUDA-only")
     note("inference_mode", True, "" if switches.inference_mode else "torch.no_grad() instead")
     note("checkpointing", False, "no autograd at inference: checkpointing has nothing to save")
-    if switches.cuda_graphs:
-        note("cuda_graphs", False, "not implemented yet" if cuda else f"not applicable on {device.type}")
-    else:
+    if not switches.cuda_graphs:
         note("cuda_graphs", False, "off")
-    note("compile", False, "not implemented yet" if switches.compile else "off")
+    elif cuda:
+        note("cuda_graphs", True, "decode step captured per (batch, context) bucket on first use")
+    else:
+        note("cuda_graphs", False, f"not applicable on {device.type}: CUDA graphs need a CUDA device")
+    if switches.compile and switches.int8:
+        # measured on tiny: 32 graphs for a 2-layer model, split at every quantised Linear
+        note("compile", False, "not with --int8: the dynamic int8 Linear breaks the graph at every layer")
+    elif switches.compile:
+        note("compile", True, "torch.compile (inductor) of the decode step, dynamic batch and context")
+    else:
+        note("compile", False, "off")
     if switches.int8:
         if cuda:
             note("int8", False, "dynamic int8 quantisation runs on CPU only; use --dtype fp16/bf16 on CUDA")

@@ -65,14 +65,19 @@ class SlotForward:
             h = self._finish(layer, h, out)
         return self.llama.norm(h)[0, -1]
 
-    def decode(self, embeds: torch.Tensor, slots: KVSlots, positions: torch.Tensor) -> torch.Tensor:
+    def decode(
+        self, embeds: torch.Tensor, slots: KVSlots, positions: torch.Tensor, length: int | None = None
+    ) -> torch.Tensor:
         """One step for rows 0..B-1: embeds (B, H), positions (B,) where each row's new token goes
-        -> last hidden states (B, H)."""
+        -> last hidden states (B, H). Attention reads KV positions 0..length-1 (default: the
+        longest row's); a longer `length` only adds masked positions, which is how compiled and
+        captured steps keep their shapes in buckets."""
         b = embeds.shape[0]
         x = embeds.unsqueeze(1)
         cos, sin = self.llama.rotary_emb(x, positions.unsqueeze(1))
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        length = int(positions.max()) + 1
+        if length is None:  # reading the device here syncs it: the engine passes `length` instead
+            length = int(positions.max()) + 1
         # row r attends to its positions 0..positions[r]; longer rows' extra slots are masked
         mask = (torch.arange(length, device=x.device).unsqueeze(0) <= positions.unsqueeze(1)).view(
             b, 1, 1, length

@@ -1,0 +1,179 @@
+"""The engine's decode step as one callable: eager, torch.compile'd, or replayed from CUDA graphs.
+
+    step(codes (B, num_vq), positions (B,), length) -> hidden (B, H), logits (B, num_vq, V) float32
+
+Embed the rows' last codes, run the slot forward (each row writes its K/V at its own position and
+attends over KV positions 0..length-1, masked per row), apply the 4 code heads. Sampling stays
+outside: it runs per row with CPU generators.
+
+compile: one `torch.compile(dynamic=True)` of the whole step. Under continuous batching the batch
+and the context length change every step; symbolic shapes cover them all with two graphs (batch 1
+is specialised by dynamo, batch >= 2 is one graph), compiled once at start. Padding to static
+buckets instead costs one compile per (batch, context) bucket — tens of compiles of the full
+model — for no measured gain on CPU (docs/PERFORMANCE.md).
+
+cuda_graphs: CUDA graphs captured per (batch bucket, context bucket) over the engine's
+preallocated KV slots. The slots never move, so a graph reads and writes them in place; only
+codes and positions are copied into static buffers. Batches above the largest captured bucket
+run eagerly (a large batch amortises the launches; its graphs would only cost memory). Not
+`mode="reduce-overhead"`: its graph trees re-record for every new shape and copy inputs whose
+address is not static, and our context length changes every step.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import torch
+
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.kv import KVSlots
+from ttsperf.model.weights import ChatTTSModel
+
+Outputs = tuple[torch.Tensor, torch.Tensor]
+StepFn = Callable[[torch.Tensor, torch.Tensor, int], Outputs]
+
+
+class DecodeStep:
+    """The plain step, optionally compiled. `compiles` counts graphs inductor built (recompiles
+    included), so a test and /healthz can see that shapes did not force a recompile."""
+
+    def __init__(
+        self,
+        model: ChatTTSModel,
+        forward: SlotForward,
+        slots: KVSlots,
+        *,
+        compile: bool = False,
+        dynamic: bool = True,  # False: one graph per shape (benchmarks/compile_cpu.py compares)
+    ):
+        self.embed, self.forward, self.slots = model.embed, forward, slots
+        self.compiled = compile
+        self.compiles = 0
+        self.compile_seconds = 0.0
+        self._fn: StepFn = self.eager
+        if compile:
+            self._fn = torch.compile(self.eager, dynamic=dynamic, backend=self._inductor)
+            # Only the batch and the context length vary. Left symbolic, the slots' fixed sizes
+            # would be "duck-sized" with them (batch 16 == head_dim 16 -> one symbol -> a guard ->
+            # a recompile the day they differ), so pin them.
+            for t in (*slots.k, *slots.v):
+                torch._dynamo.mark_static(t)
+
+    def eager(self, codes: torch.Tensor, positions: torch.Tensor, length: int) -> Outputs:
+        embeds = self.embed.embed_codes(codes).to(self.slots.k[0].dtype)
+        hidden = self.forward.decode(embeds, self.slots, positions, length)
+        return hidden, self.embed.code_logits(hidden)
+
+    def _inductor(self, gm: torch.fx.GraphModule, example_inputs):
+        from torch._inductor.compile_fx import compile_fx
+
+        compiled = compile_fx(gm, example_inputs)
+        self.compiles += 1  # after: dynamo may abandon a graph mid-compile and restart its analysis
+        return compiled
+
+    def __call__(self, codes: torch.Tensor, positions: torch.Tensor, length: int) -> Outputs:
+        if self.compiled:
+            torch._dynamo.mark_static(codes, 1)  # num_vq, not a batch size
+        return self._fn(codes, positions, length)
+
+    def compile_now(self, report: dict) -> None:
+        """Warm up, noting the seconds in the switch's report; if compiling fails (no C compiler,
+        an unsupported op), run eagerly and say why there instead of failing the server."""
+        try:
+            seconds = self.warm_up()
+            report["note"] += f"; compiled in {seconds:.1f} s at start"
+        except Exception as exc:  # noqa: BLE001 - any failure of the compiler stack
+            self._fn, self.compiled = self.eager, False
+            why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+            report.update(applied=False, note=f"failed at start, running eagerly: {why}")
+
+    def warm_up(self) -> float:
+        """Compile now, not on the first request: batch 1 and batch 2 (every batch >= 2 shares that
+        graph) at a short context. Writes only free slots 0..1 before any request. -> seconds."""
+        if not self.compiled:
+            return 0.0
+        t0 = time.perf_counter()
+        device = self.slots.k[0].device
+        num_vq = len(self.embed.emb_code)
+        # distinct sizes: dynamo would tie equal sizes (batch == length) to one symbol and guard on it
+        for batch, length in ((1, 3), (2, 5))[: min(2, self.slots.max_batch)]:
+            codes = torch.zeros(batch, num_vq, dtype=torch.long, device=device)
+            positions = torch.full((batch,), length - 1, dtype=torch.long, device=device)
+            self(codes, positions, length)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        self.compile_seconds = time.perf_counter() - t0
+        return self.compile_seconds
+
+
+def buckets(limit: int, first: int) -> list[int]:
+    """first, 2*first, 4*first, ... below `limit`, then `limit` itself."""
+    out, b = [], first
+    while b < limit:
+        out.append(b)
+        b *= 2
+    return [*out, limit]
+
+
+def pick(value: int, sizes: list[int]) -> int | None:
+    return next((s for s in sizes if s >= value), None)
+
+
+class GraphedStep:
+    """CUDA graphs of `step`, one per (batch bucket, context bucket), captured on first use.
+
+    Rows past the live batch are padding: code 0 at position 0 of a free slot (live rows occupy
+    slots 0..B-1, and a free slot's next prefill overwrites it); their outputs are dropped.
+    Outputs are cloned after each replay: the next replay (of any graph in the shared pool) may
+    overwrite the static ones, and the engine keeps hidden states across steps."""
+
+    def __init__(self, step: StepFn, slots: KVSlots, num_vq: int, *, max_graph_batch: int = 64):
+        self.step = step
+        device = slots.k[0].device
+        self.codes = torch.zeros(slots.max_batch, num_vq, dtype=torch.long, device=device)
+        self.positions = torch.zeros(slots.max_batch, dtype=torch.long, device=device)
+        self.batch_sizes = buckets(min(slots.max_batch, max_graph_batch), 1)
+        self.context_sizes = buckets(slots.max_len, 256)
+        self.graphs: dict[tuple[int, int], Callable[[], Outputs]] = {}
+        self.eager_steps = 0
+        self._pool = None
+
+    def __call__(self, codes: torch.Tensor, positions: torch.Tensor, length: int) -> Outputs:
+        b = codes.shape[0]
+        bb, lb = pick(b, self.batch_sizes), pick(length, self.context_sizes)
+        if bb is None or lb is None:
+            self.eager_steps += 1
+            return self.step(codes, positions, length)
+        self.codes[:b].copy_(codes)
+        self.positions[:b].copy_(positions)
+        self.codes[b:bb].zero_()
+        self.positions[b:bb].zero_()
+        replay = self.graphs.get((bb, lb))
+        if replay is None:
+            replay = self.graphs[bb, lb] = self._capture(bb, lb)
+        hidden, logits = replay()
+        return hidden[:b].clone(), logits[:b].clone()
+
+    def _capture(self, bb: int, lb: int) -> Callable[[], Outputs]:
+        """Warm up on a side stream (cuBLAS workspaces, compile), then record. The static inputs
+        already hold this step's rows: a step is idempotent (it writes position p before reading
+        0..p), so the warm-up runs write exactly what the replay writes next."""
+        codes, positions = self.codes[:bb], self.positions[:bb]
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self.step(codes, positions, lb)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, pool=self._pool):
+            out = self.step(codes, positions, lb)
+        self._pool = graph.pool()
+
+        def replay() -> Outputs:
+            graph.replay()
+            return out
+
+        return replay

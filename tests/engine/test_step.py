@@ -1,0 +1,156 @@
+"""The decode step's switches: torch.compile (real, inductor on this CPU) and CUDA graphs (bucketing
+and padding checked here with the capture replaced; the capture itself needs a GPU and is checked by
+benchmarks/gpu_check.py).
+
+Tokens are compared exactly: every sampled code of every request, greedy, under continuous batching
+(requests of different lengths join and leave, so the batch and context change every step).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ttsperf.engine.engine import Engine, EngineConfig
+from ttsperf.engine.step import GraphedStep, buckets, pick
+from ttsperf.engine.switches import Switches
+from ttsperf.engine.types import SynthRequest, SynthResult
+from ttsperf.model.config import TINY
+from ttsperf.model.pipeline import Pipeline
+from ttsperf.model.sampling import SamplingParams
+
+GREEDY = SamplingParams(top_k=1)
+TEXTS = [
+    "你好，这是一段用于压测的文本。",
+    "Hello world, this is a test.",
+    "今天天气很好。",
+    "A longer English sentence about weather and GPUs, long enough to outlive the others.",
+    "好。",
+]
+
+
+def record_tokens(engine: Engine) -> dict[str, list[list[int]]]:
+    """Every code the engine samples, per request text, in order (wraps the engine's own sampler)."""
+    seen: dict[str, list[list[int]]] = {}
+    sample = engine._sample
+
+    def recording(rows, logits):
+        codes = sample(rows, logits)
+        for row, c in zip(rows, codes, strict=True):
+            seen.setdefault(row.handle.request.text, []).append(c.tolist())
+        return codes
+
+    engine._sample = recording
+    return seen
+
+
+def serve_all(engine: Engine) -> dict[str, list[list[int]]]:
+    seen = record_tokens(engine)
+    engine.start()
+    try:
+        handles = [engine.submit(SynthRequest(t, GREEDY)) for t in TEXTS]
+        finals = [h.collect(timeout=600)[1] for h in handles]
+    finally:
+        engine.stop(drain=False, timeout=30)
+    assert all(isinstance(f, SynthResult) for f in finals), finals
+    assert engine.stats.batch_size.counts[0] < engine.stats.batch_size.n  # steps ran batch > 1
+    return seen
+
+
+def new_engine(switches: Switches | None = None, max_batch: int = 4) -> Engine:
+    # a fresh model per engine: compile must not leak into the eager reference
+    return Engine(Pipeline.synthetic_model(TINY, seed=0), EngineConfig(max_batch=max_batch), switches)
+
+
+@pytest.fixture(scope="module")
+def eager_tokens() -> dict[str, list[list[int]]]:
+    return serve_all(new_engine())
+
+
+def test_compiled_step_gives_the_same_tokens_without_recompiling(eager_tokens):
+    engine = new_engine(Switches(compile=True))
+    compiled = serve_all(engine)
+    assert compiled == eager_tokens  # exact, every code of every request
+    info = engine.describe()
+    report = info["switches"]["compile"]
+    assert report["applied"] is True and "compiled in" in report["note"]
+    # batch 1 and batch >= 2, compiled at start; varying batch and context compiled nothing more
+    assert info["decode_step"]["compiled_graphs"] == 2
+    assert info["decode_step"]["compile_seconds"] > 0
+
+
+def test_cuda_graphs_on_cpu_say_why_and_the_engine_runs(eager_tokens):
+    engine = new_engine(Switches(cuda_graphs=True))
+    report = engine.describe()["switches"]["cuda_graphs"]
+    assert report == {
+        "value": True,
+        "applied": False,
+        "note": "not applicable on cpu: CUDA graphs need a CUDA device",
+    }
+    assert engine.graphed is None
+    assert serve_all(engine) == eager_tokens
+
+
+class ReplayWithoutCapture(GraphedStep):
+    """GraphedStep with the one CUDA-only part, record and replay, replaced by running the step
+    on the same static buffers at the same bucketed shapes: everything else is the real code."""
+
+    def _capture(self, bb, lb):
+        return lambda: self.step(self.codes[:bb], self.positions[:bb], lb)
+
+
+@pytest.mark.parametrize("max_graph_batch", [4, 2])
+def test_graph_buckets_pad_without_changing_tokens(eager_tokens, max_graph_batch):
+    engine = new_engine(max_batch=4)
+    graphed = ReplayWithoutCapture(
+        engine.decode_step, engine.slots, TINY.gpt.num_vq, max_graph_batch=max_graph_batch
+    )
+    engine.graphed = graphed
+    assert serve_all(engine) == eager_tokens
+    assert graphed.batch_sizes == ([1, 2, 4] if max_graph_batch == 4 else [1, 2])
+    assert any(b == 4 for b, _ in graphed.graphs) == (max_graph_batch == 4)
+    assert all(length in graphed.context_sizes for _, length in graphed.graphs)
+    # batches of 3 and 4 are above the largest bucket of 2: they ran eagerly
+    assert (graphed.eager_steps > 0) == (max_graph_batch == 2)
+
+
+def test_buckets():
+    assert buckets(16, 1) == [1, 2, 4, 8, 16]
+    assert buckets(12, 1) == [1, 2, 4, 8, 12]
+    assert buckets(2560, 256) == [256, 512, 1024, 2048, 2560]
+    assert buckets(100, 256) == [100]
+    assert pick(3, [1, 2, 4]) == 4 and pick(4, [1, 2, 4]) == 4 and pick(5, [1, 2, 4]) is None
+
+
+def test_graphed_step_clones_its_outputs():
+    """The engine keeps hidden states across steps; a replay must not overwrite them."""
+    engine = new_engine(max_batch=2)
+    graphed = ReplayWithoutCapture(engine.decode_step, engine.slots, TINY.gpt.num_vq)
+    static = torch.zeros(2, 3)
+    graphed._capture = lambda bb, lb: lambda: (static, static)
+    hidden, _ = graphed(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, dtype=torch.long), 1)
+    static.fill_(7.0)
+    assert hidden.shape == (1, 3) and float(hidden.abs().sum()) == 0.0
+
+
+def test_compile_with_int8_says_why_not_and_runs_eagerly():
+    engine = new_engine(Switches(compile=True, int8=True), max_batch=2)
+    report = engine.describe()["switches"]["compile"]
+    assert report["applied"] is False and "--int8" in report["note"]
+    assert engine.decode_step.compiled is False
+
+
+def test_a_compile_that_fails_at_start_serves_eagerly_and_says_why(monkeypatch, eager_tokens):
+    engine = new_engine(Switches(compile=True))
+
+    def no_compiler():
+        raise RuntimeError("InductorError: CppCompileError: C++ compile error\nmore lines")
+
+    monkeypatch.setattr(engine.decode_step, "warm_up", no_compiler)
+    assert serve_all(engine) == eager_tokens
+    report = engine.describe()["switches"]["compile"]
+    assert report["applied"] is False
+    assert report["note"] == (
+        "failed at start, running eagerly: RuntimeError: InductorError: CppCompileError: C++ compile error"
+    )
+    assert engine.describe()["decode_step"]["compiled_graphs"] == 0
