@@ -10,7 +10,7 @@
    --synthetic --max-batch 4` on loopback;
 4. print predicted vs measured and the error (targets of issue 5: throughput and P50 within 15%,
    P99 within 25%).
-Every request speaks the guide's sentence (its speech-rate length: 181 steps, 3.86 s of audio).
+Every request speaks the guide's sentence (its speech-rate length, printed: 172 steps, 3.67 s of audio).
 
 Plan predicts the steady state of a closed loop. bench's warm-up drains before measuring starts,
 so the measured phase begins from an empty server with all N streams sending at once: at 8
