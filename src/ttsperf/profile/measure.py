@@ -80,6 +80,37 @@ def device_info(device: torch.device) -> DeviceInfo:
     )
 
 
+def kv_slots(pipe: Pipeline, batch: int, length: int) -> KVSlots:
+    """The engine's KV storage for `batch` rows of `length` tokens, in the model's dtype."""
+    g = pipe.cfg.gpt
+    dtype = next(pipe.model.gpt.parameters()).dtype
+    head_dim = g.hidden_size // g.num_attention_heads
+    return KVSlots(
+        g.num_hidden_layers, batch, g.num_key_value_heads, length, head_dim, dtype=dtype, device=pipe.device
+    )
+
+
+def decode_step(
+    pipe: Pipeline, fwd: SlotForward, batch: int, ctx: int, gen: torch.Generator
+) -> tuple[KVSlots, Callable[[], None]]:
+    """KV slots for `batch` rows at `ctx` tokens, and one engine decode step over them: slot
+    forward + code heads + batched per-row sampling (what Engine._step runs)."""
+    g, device = pipe.cfg.gpt, pipe.device
+    dtype = next(pipe.model.gpt.parameters()).dtype
+    slots = kv_slots(pipe, batch, ctx + 1)
+    x = torch.randn(batch, g.hidden_size, generator=gen).to(device, dtype)
+    pos = torch.full((batch,), ctx, device=device)
+    history = torch.randint(0, g.num_audio_tokens - 1, (batch, g.num_vq, PENALTY_WINDOW), generator=gen)
+    gens = [torch.Generator().manual_seed(r) for r in range(batch)]
+    params = [SamplingParams(seed=0)] * batch
+
+    def step() -> None:
+        logits = pipe.model.embed.code_logits(fwd.decode(x, slots, pos)).cpu()
+        sample(logits, history, params, [True] * batch, g.eos_token, gens)
+
+    return slots, step
+
+
 @torch.inference_mode()
 def profile_model(
     pipe: Pipeline,
@@ -98,15 +129,9 @@ def profile_model(
     elem = torch.finfo(dtype).bits // 8
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     fwd = SlotForward(model.gpt)
-    head_dim = g.hidden_size // g.num_attention_heads
     gen = torch.Generator().manual_seed(0)
-    params = SamplingParams(seed=0)
 
-    def slots_for(batch: int, length: int) -> KVSlots:
-        layers, kv_heads = g.num_hidden_layers, g.num_key_value_heads
-        return KVSlots(layers, batch, kv_heads, length, head_dim, dtype=dtype, device=device)
-
-    kv_probe = slots_for(1, 1024)
+    kv_probe = kv_slots(pipe, 1, 1024)
     kv_per_token = kv_probe.nbytes / 1024
     del kv_probe
 
@@ -118,19 +143,7 @@ def profile_model(
             if device.type == "cuda":
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(device)
-            slots = slots_for(batch, ctx + 1)
-            x = torch.randn(batch, g.hidden_size, generator=gen).to(device, dtype)
-            pos = torch.full((batch,), ctx, device=device)
-
-            history = torch.randint(
-                0, g.num_audio_tokens - 1, (batch, g.num_vq, PENALTY_WINDOW), generator=gen
-            )
-            gens = [torch.Generator().manual_seed(r) for r in range(batch)]
-
-            def step() -> None:
-                logits = model.embed.code_logits(fwd.decode(x, slots, pos)).cpu()  # noqa: B023
-                sample(logits, history, [params] * batch, [True] * batch, g.eos_token, gens)  # noqa: B023
-
+            slots, step = decode_step(pipe, fwd, batch, ctx, gen)
             t, spread = _time(step, device, repeats, warmup)
             how = _how(
                 repeats,
@@ -160,7 +173,7 @@ def profile_model(
     prefill: list[PrefillPoint] = []
     for n in prompts:
         say(f"prefill, {n} prompt tokens")
-        slots = slots_for(1, n)
+        slots = kv_slots(pipe, 1, n)
         e = torch.randn(1, n, g.hidden_size, generator=gen).to(device, dtype)
         t, spread = _time(lambda: fwd.prefill(e, slots, 0), device, few, 1)  # noqa: B023
         how = _how(few, 1, device, "slot-forward prefill of one prompt")
