@@ -125,6 +125,9 @@ def profile(
         f"weights {prof.weights_bytes.value / 1e6:,.0f} MB, KV {prof.kv_bytes_per_token.value:,.0f} B/token; "
         f"achieved {prof.achieved_bandwidth_gbs.value:.1f} GB/s"
     )
+    if prof.fixed_step_overhead_s is not None:
+        fixed = prof.fixed_step_overhead_s
+        out_console.print(f"fixed per-step cost {1e3 * fixed.value:.1f} ms: {fixed.how}")
     if prof.max_batch:
         _print_max_batch(out_console, prof)
     if out is not None:

@@ -13,6 +13,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
 import psutil
 import torch
 
@@ -109,6 +110,26 @@ def decode_step(
         sample(logits, history, params, [True] * batch, g.eos_token, gens)
 
     return slots, step
+
+
+def fixed_overhead(steps: list[StepPoint]) -> Measured | None:
+    """The part of a decode step no row adds: the intercept a of a least-squares fit
+    t = a + b x batch + c x batch x context over the measured grid (None if the grid cannot
+    separate the three, or the fit is not physical)."""
+    if len({s.batch for s in steps}) < 2 or len({s.batch * s.context for s in steps}) < 3:
+        return None
+    x = np.array([[1.0, s.batch, s.batch * s.context] for s in steps])
+    t = np.array([s.seconds.value for s in steps])
+    coef, *_ = np.linalg.lstsq(x / t[:, None], np.ones_like(t), rcond=None)  # relative error
+    if coef[0] <= 0:
+        return None
+    rms = float(np.sqrt(np.mean((x @ coef / t - 1) ** 2)))
+    how = (
+        f"intercept of a least-squares fit t = a + b x batch + c x batch x context to the {len(steps)} "
+        f"step times (relative RMS error {rms:.1%}): weights read once, launches, Python - what a step "
+        f"costs before any row; per row {1e3 * coef[1]:.3f} ms, per KV token read {1e9 * coef[2]:.1f} ns"
+    )
+    return Measured(value=float(coef[0]), unit="s", how=how, n=len(steps))
 
 
 @torch.inference_mode()
@@ -210,6 +231,7 @@ def profile_model(
         "it counts all step time as memory time"
     )
     return ModelProfile(
+        fixed_step_overhead_s=fixed_overhead(steps),
         ttsperf_version=__version__,
         device=device_info(device),
         model=ModelInfo(
