@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from ttsperf.plan.api import make_plan
 from ttsperf.plan.cards import build_cards
 from ttsperf.plan.catalog import load_catalog
 from ttsperf.plan.memory import Workload
@@ -44,3 +45,14 @@ def test_plan_uses_the_searched_max_batch_on_the_profiled_card_only(make_profile
     card = build_cards(load_catalog(only=["RTX 4090"]), [("p.json", prof)], "fp16")[0]
     assert card.max_batch(w) == (card.memory.max_batch(card.memory_bytes, w), card.max_batch(w)[1])
     assert "cap" in card.max_batch(w)[1].how
+
+
+def test_plan_json_row_carries_the_searched_batch_and_its_basis(tmp_path, make_profile):
+    prof = make_profile(device="NVIDIA GeForce RTX 4090")
+    prof.max_batch = [_searched(439, 300)]
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(prof.dump()))
+    plan = make_plan(profile=[str(path)], gpus="RTX 4090,RTX 3090", scenario="offline", requests=100)
+    rows = {r.gpu: r for r in plan.scenarios[0].rows}
+    assert rows["RTX 4090"].max_batch == 300 and rows["RTX 4090"].basis["max_batch"].kind == "measured"
+    assert rows["RTX 3090"].basis["max_batch"].kind == "projected"
