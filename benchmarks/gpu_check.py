@@ -12,6 +12,10 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
   5. the engine's decode step (DecodeStep) eager, --compile, --cuda-graphs and both, at batch 1
      and 16, context 512: step ms, compile seconds, greedy tokens vs eager. On a CPU dry run the
      CUDA graph rows say "needs CUDA" and compile runs on the CPU.
+  6. the largest batch that fits (`profile --max-batch-search`'s OOM-safe bisection), fp32 and
+     fp16, at 439 tokens (the guide's 8 s clip + a 64-token prompt) and 2048; and in fp16 at 439
+     within the allocator budgets of a 10 GB RTX 3080 and a 40 GB A100 (card less ~0.8 GiB of CUDA
+     context), the guide's "batch 4 OOMs on a 3080, an A100 runs batch 24"
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from ttsperf.model.config import get_config  # noqa: E402
 from ttsperf.model.forward import SlotForward  # noqa: E402
 from ttsperf.model.kv import KVSlots  # noqa: E402
 from ttsperf.model.pipeline import DTYPES, Pipeline  # noqa: E402
+from ttsperf.profile.maxbatch import search_max_batch  # noqa: E402
 
 
 def sync(device: torch.device) -> None:
@@ -192,6 +197,38 @@ def step_variants(cfg, device, dtype: str, batches: list[int], context: int, rep
     return rows
 
 
+GIB = 1024**3
+CUDA_CONTEXT_GIB = 0.8  # what a CUDA context holds outside the allocator (plan's default: 781 MiB)
+
+
+def max_batch(cfg, device, quick: bool) -> list[dict]:
+    """OOM-safe bisection on the device (CPU dry run: a small budget, so it stays quick)."""
+    rows = []
+    contexts = [64] if quick else [439, 2048]
+    cap = 64 if quick else 4096
+    budgets = {"device": None} if device.type == "cuda" else {"dry run 2 GiB": 2 * GIB}
+    for dtype in ["fp32", "fp16"] if device.type == "cuda" else ["fp32"]:
+        pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
+        runs = [(name, b, contexts) for name, b in budgets.items()]
+        if dtype == "fp16" and device.type == "cuda" and not quick:
+            runs += [
+                (f"{card} budget", (gb - CUDA_CONTEXT_GIB) * GIB, [439])
+                for card, gb in (("RTX 3080 10 GB", 10), ("A100 40 GB", 40))
+            ]
+        for name, budget, ctxs in runs:
+            t0 = time.perf_counter()
+            for m in search_max_batch(pipe, ctxs, budget_bytes=budget, cap=cap):
+                rows.append({
+                    "dtype": dtype, "within": name, "context": m.context, "max_batch": m.max_batch,
+                    "limit": m.limit, "peak_GiB": m.bytes_at_max.value / GIB if m.bytes_at_max else None,
+                    "probes": m.probes, "seconds": time.perf_counter() - t0,
+                })  # fmt: skip
+        del pipe
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -235,6 +272,12 @@ def main() -> int:
             continue
         print(f"{r['dtype']:<6}{r['batch']:>6}  {r['variant']:<20}{r['step_ms']:>9.2f}{r['vs_eager']:>9.2f}x"
               f"{r['tokens_equal']:>9}{r['max_logit_diff']:>12.2g}{r['compile_s']:>11.1f}")  # fmt: skip
+    result["max_batch"] = max_batch(cfg, device, quick)
+    print(f"\n{'dtype':<6}{'within':<24}{'ctx':>6}{'max batch':>10}{'limit':>8}{'peak GiB':>9}{'s':>6}")
+    for r in result["max_batch"]:
+        peak = f"{r['peak_GiB']:.2f}" if r["peak_GiB"] is not None else "-"
+        print(f"{r['dtype']:<6}{r['within']:<24}{r['context']:>6}{r['max_batch']:>10}{r['limit']:>8}"
+              f"{peak:>9}{r['seconds']:>6.0f}")  # fmt: skip
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_check.json").write_text(json.dumps(result, indent=2))
     print("\ncommand: python " + " ".join(sys.argv))

@@ -9,8 +9,8 @@ from typer.testing import CliRunner
 
 from ttsperf.cli.main import app
 from ttsperf.model.config import TINY
-from ttsperf.profile.measure import profile_model
-from ttsperf.profile.schema import load_profile
+from ttsperf.profile.measure import fixed_overhead, profile_model
+from ttsperf.profile.schema import Measured, StepPoint, load_profile
 
 
 @pytest.fixture(scope="module")
@@ -70,3 +70,19 @@ def test_optimizations_measure_each_variant_in_its_own_process(tmp_path):
     assert rows["autocast fp16/bf16 over fp32 weights"]["weights_MB"] == fp32["weights_MB"]
     assert rows["TF32 off"]["applies"] is False and "CUDA only" in rows["TF32 off"]["note"]
     assert all(r["step_ms"] > 0 for r in rows.values() if r["applies"])
+
+
+def test_fixed_overhead_is_the_intercept_no_row_adds():
+    a, b, c = 0.030, 0.002, 1e-7
+    steps = [
+        StepPoint(batch=n, context=ctx, seconds=Measured(value=a + b * n + c * n * ctx, unit="s", how="test"))
+        for n in (1, 4, 16)
+        for ctx in (64, 512, 2048)
+    ]
+    fixed = fixed_overhead(steps)
+    assert fixed.value == pytest.approx(a, rel=1e-9) and "intercept" in fixed.how
+    assert fixed_overhead(steps[:3]) is None  # one batch size cannot separate per-row from fixed
+
+
+def test_profile_reports_its_fixed_overhead(prof):
+    assert prof.fixed_step_overhead_s is None or prof.fixed_step_overhead_s.value > 0

@@ -7,11 +7,10 @@ from pathlib import Path
 import typer
 
 from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, print_json, user_errors
+from ttsperf.errors import UserError
 
 
 def _ints(flag: str, text: str) -> list[int]:
-    from ttsperf.errors import UserError
-
     try:
         values = [int(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -38,6 +37,21 @@ def profile(
         "--optimizations",
         help="Measure the guide's optimisations against fp32 instead (one process each).",
     ),
+    max_batch_search: bool = typer.Option(
+        False,
+        "--max-batch-search",
+        help="Also find the largest batch that fits at each context (CUDA: OOM-safe bisection; "
+        "CPU: a memory budget).",
+    ),
+    memory_budget: float | None = typer.Option(
+        None,
+        "--memory-budget",
+        help="GiB the process may use in --max-batch-search (CPU default: available RAM minus "
+        "max(1 GiB, 10%); CUDA default: none, out-of-memory decides).",
+    ),
+    max_batch_cap: int = typer.Option(
+        4096, "--max-batch-cap", min=1, help="Largest batch --max-batch-search tries."
+    ),
     out: Path | None = typer.Option(None, "-o", "--out", help="Write the profile JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile JSON."),
 ) -> None:
@@ -45,6 +59,8 @@ def profile(
     Decoder+Vocos speed on this device, through the engine's own step.
 
     Example: ttsperf profile --synthetic --quick -o profile.json
+
+    Example: ttsperf profile --synthetic --device cuda --max-batch-search -o profile.json
     """
     from rich.console import Console
     from rich.table import Table
@@ -56,6 +72,12 @@ def profile(
         batches, contexts, prompts, repeats = "1,4", "64,512", "16,64", min(repeats, 3)
     grid = _ints("--batches", batches), _ints("--contexts", contexts), _ints("--prompts", prompts)
     console = Console(stderr=True)
+    if memory_budget is not None and not memory_budget > 0:
+        raise UserError(f"--memory-budget {memory_budget:g}: expected a positive number of GiB, e.g. 8")
+    if memory_budget is not None and not max_batch_search:
+        raise UserError("--memory-budget: applies to --max-batch-search only; add --max-batch-search")
+    if optimizations and max_batch_search:
+        raise UserError("--max-batch-search: not with --optimizations (run them one at a time)")
     if optimizations:
         _optimizations(config, device, max(grid[0]), max(grid[1]), repeats, out, as_json, console)
         return
@@ -65,6 +87,14 @@ def profile(
             pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=repeats,
             warmup=1 if quick else 3, progress=lambda msg: status.update(f"profiling: {msg}"),
         )  # fmt: skip
+        if max_batch_search:
+            from ttsperf.profile.maxbatch import search_max_batch
+
+            budget = None if memory_budget is None else memory_budget * 1024**3
+            prof.max_batch = search_max_batch(
+                pipe, grid[1], budget_bytes=budget, cap=max_batch_cap,
+                progress=lambda msg: status.update(f"profiling: {msg}"),
+            )  # fmt: skip
     data = prof.dump()
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -95,8 +125,28 @@ def profile(
         f"weights {prof.weights_bytes.value / 1e6:,.0f} MB, KV {prof.kv_bytes_per_token.value:,.0f} B/token; "
         f"achieved {prof.achieved_bandwidth_gbs.value:.1f} GB/s"
     )
+    if prof.fixed_step_overhead_s is not None:
+        fixed = prof.fixed_step_overhead_s
+        out_console.print(f"fixed per-step cost {1e3 * fixed.value:.1f} ms: {fixed.how}")
+    if prof.max_batch:
+        _print_max_batch(out_console, prof)
     if out is not None:
         out_console.print(f"wrote {out}")
+
+
+def _print_max_batch(console, prof) -> None:
+    from rich.table import Table
+
+    table = Table(title="largest batch that fits (--max-batch-search)")
+    for col in ("context", "max batch", "stopped by", "memory at max MB", "probes (batch: fits)"):
+        table.add_column(col, justify="right" if col != "probes (batch: fits)" else "left")
+    for m in prof.max_batch:
+        mem = "-" if m.bytes_at_max is None else f"{m.bytes_at_max.value / 1e6:,.0f}"
+        tried = " ".join(f"{b}:{'y' if ok else 'n'}" for b, ok in m.probes)
+        table.add_row(str(m.context), f"{m.max_batch:,}", m.limit, mem, tried)
+    console.print(table)
+    for m in prof.max_batch:
+        console.print(f"context {m.context}: {m.method}")
 
 
 def _optimizations(config, device, batch, context, repeats, out, as_json, console) -> None:

@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 from ttsperf.errors import UserError
 from ttsperf.plan import chattts_facts as F
 from ttsperf.plan.catalog import Catalog, Gpu
-from ttsperf.plan.memory import MemoryModel, card_bytes
+from ttsperf.plan.memory import MemoryModel, Workload, card_bytes
 from ttsperf.plan.schema import Basis
 from ttsperf.plan.steptime import ROOFLINE_HOW, Correction, StepModel, default_model, fit_step_times
-from ttsperf.profile.schema import ModelProfile
+from ttsperf.profile.schema import MaxBatchPoint, ModelProfile
 
 
 @dataclass
@@ -29,6 +29,35 @@ class Card:
     note: str = ""
     profiled: bool = False
     tdp_w: float | None = None  # catalog TDP, for power and energy
+    searched: list[MaxBatchPoint] = field(default_factory=list)  # profile --max-batch-search here
+    searched_in: str = ""  # the profile's path
+
+    def max_batch(self, w: Workload, cap: int | None = None) -> tuple[int, Basis]:
+        """Largest batch for the workload: searched on this card when its profile has it, else the
+        memory model's projection."""
+        projected = self.memory.max_batch(self.memory_bytes, w, cap=cap)
+        basis = Basis(
+            kind="projected",
+            how=(
+                "largest B with runtime + weights + frag x (KV/token x B x context + transients(B))"
+                f" <= card memory; context = {w.prompt_tokens} prompt + {w.steps} steps"
+            ),
+        )
+        if not self.searched:
+            return projected, basis
+        ctx = w.kv_tokens
+        longer = [m for m in self.searched if m.context >= ctx]
+        m = min(longer, key=lambda p: p.context) if longer else max(self.searched, key=lambda p: p.context)
+        found = f"{m.max_batch} at context {m.context} found by --max-batch-search in {self.searched_in}"
+        if m.limit == "cap":
+            basis.how += f"; the search stopped at its cap ({found}), so the projection stands"
+            return projected, basis
+        if m.context == ctx:
+            return min(m.max_batch, cap or m.max_batch), Basis(kind="measured", how=found)
+        # KV bytes dominate what a row holds; scale the searched batch by the per-row KV ratio
+        batch = int(m.max_batch * (m.context + 1) / (ctx + 1))
+        how = f"{found}, scaled by KV tokens per row ({m.context + 1} -> {ctx + 1})"
+        return min(batch, cap or batch), Basis(kind="projected", how=how)
 
 
 def plan_dtype(profiles: list[tuple[str, ModelProfile]], dtype: str | None) -> str:
@@ -148,6 +177,7 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
         card.memory.how["runtime_bytes"] = (
             f"fitted: the largest excess of {len(excess)} measured peaks in {path} over weights+KV+transients"
         )
+    card.searched, card.searched_in = list(p.max_batch), path
     card.profiled = True
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ttsperf.plan import chattts_facts as F
+from ttsperf.profile.search import largest_fitting
 
 GIB = 1024**3
 
@@ -146,20 +147,7 @@ class MemoryModel:
 
     def max_batch(self, card_bytes: float, w: Workload, cap: int | None = None) -> int:
         """Largest B with total(B) <= card memory (0: not even one sequence fits)."""
-        if self.total(1, w) > card_bytes:
-            return 0
-        lo, hi = 1, 2
-        limit = cap if cap else 1 << 24
-        while hi <= limit and self.total(hi, w) <= card_bytes:
-            lo, hi = hi, hi * 2
-        hi = min(hi, limit + 1)
-        while hi - lo > 1:  # total() grows with B, so bisection finds the boundary
-            mid = (lo + hi) // 2
-            if self.total(mid, w) <= card_bytes:
-                lo = mid
-            else:
-                hi = mid
-        return min(lo, limit)
+        return largest_fitting(lambda b: self.total(b, w) <= card_bytes, cap or 1 << 24)[0]
 
 
 def card_bytes(memory_gb: float) -> float:

@@ -136,17 +136,11 @@ def _hourly(card: Card, s: Settings, at_capacity: SimResult | None) -> tuple[flo
 
 def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanRow:
     w = s.workload
-    maxb = card.memory.max_batch(card.memory_bytes, w, cap=s.batch_cap)
+    maxb, maxb_basis = card.max_batch(w, cap=s.batch_cap)
     memory = card.memory.breakdown(s.memory_at or max(maxb, 1), w)
     memory["card"] = card.memory_bytes
     basis = dict(card.basis)
-    basis["max_batch"] = Basis(
-        kind="projected",
-        how=(
-            "largest B with runtime + weights + frag x (KV/token x B x context + transients(B))"
-            f" <= card memory; context = {w.prompt_tokens} prompt + {w.steps} steps"
-        ),
-    )
+    basis["max_batch"] = maxb_basis
     basis.update(_input_bases(card))
     row = dict(_EMPTY)
     if card.step is None or maxb == 0:

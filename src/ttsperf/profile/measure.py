@@ -13,6 +13,7 @@ import statistics
 import time
 from collections.abc import Callable
 
+import numpy as np
 import psutil
 import torch
 
@@ -80,6 +81,57 @@ def device_info(device: torch.device) -> DeviceInfo:
     )
 
 
+def kv_slots(pipe: Pipeline, batch: int, length: int) -> KVSlots:
+    """The engine's KV storage for `batch` rows of `length` tokens, in the model's dtype."""
+    g = pipe.cfg.gpt
+    dtype = next(pipe.model.gpt.parameters()).dtype
+    head_dim = g.hidden_size // g.num_attention_heads
+    return KVSlots(
+        g.num_hidden_layers, batch, g.num_key_value_heads, length, head_dim, dtype=dtype, device=pipe.device
+    )
+
+
+def decode_step(
+    pipe: Pipeline, fwd: SlotForward, batch: int, ctx: int, gen: torch.Generator
+) -> tuple[KVSlots, Callable[[], None]]:
+    """KV slots for `batch` rows at `ctx` tokens, and one engine decode step over them: slot
+    forward + code heads + batched per-row sampling (what Engine._step runs)."""
+    g, device = pipe.cfg.gpt, pipe.device
+    dtype = next(pipe.model.gpt.parameters()).dtype
+    slots = kv_slots(pipe, batch, ctx + 1)
+    x = torch.randn(batch, g.hidden_size, generator=gen).to(device, dtype)
+    pos = torch.full((batch,), ctx, device=device)
+    history = torch.randint(0, g.num_audio_tokens - 1, (batch, g.num_vq, PENALTY_WINDOW), generator=gen)
+    gens = [torch.Generator().manual_seed(r) for r in range(batch)]
+    params = [SamplingParams(seed=0)] * batch
+
+    def step() -> None:
+        logits = pipe.model.embed.code_logits(fwd.decode(x, slots, pos)).cpu()
+        sample(logits, history, params, [True] * batch, g.eos_token, gens)
+
+    return slots, step
+
+
+def fixed_overhead(steps: list[StepPoint]) -> Measured | None:
+    """The part of a decode step no row adds: the intercept a of a least-squares fit
+    t = a + b x batch + c x batch x context over the measured grid (None if the grid cannot
+    separate the three, or the fit is not physical)."""
+    if len({s.batch for s in steps}) < 2 or len({s.batch * s.context for s in steps}) < 3:
+        return None
+    x = np.array([[1.0, s.batch, s.batch * s.context] for s in steps])
+    t = np.array([s.seconds.value for s in steps])
+    coef, *_ = np.linalg.lstsq(x / t[:, None], np.ones_like(t), rcond=None)  # relative error
+    if coef[0] <= 0:
+        return None
+    rms = float(np.sqrt(np.mean((x @ coef / t - 1) ** 2)))
+    how = (
+        f"intercept of a least-squares fit t = a + b x batch + c x batch x context to the {len(steps)} "
+        f"step times (relative RMS error {rms:.1%}): weights read once, launches, Python - what a step "
+        f"costs before any row; per row {1e3 * coef[1]:.3f} ms, per KV token read {1e9 * coef[2]:.1f} ns"
+    )
+    return Measured(value=float(coef[0]), unit="s", how=how, n=len(steps))
+
+
 @torch.inference_mode()
 def profile_model(
     pipe: Pipeline,
@@ -98,15 +150,9 @@ def profile_model(
     elem = torch.finfo(dtype).bits // 8
     weights = sum(p.numel() * p.element_size() for p in model.parameters())
     fwd = SlotForward(model.gpt)
-    head_dim = g.hidden_size // g.num_attention_heads
     gen = torch.Generator().manual_seed(0)
-    params = SamplingParams(seed=0)
 
-    def slots_for(batch: int, length: int) -> KVSlots:
-        layers, kv_heads = g.num_hidden_layers, g.num_key_value_heads
-        return KVSlots(layers, batch, kv_heads, length, head_dim, dtype=dtype, device=device)
-
-    kv_probe = slots_for(1, 1024)
+    kv_probe = kv_slots(pipe, 1, 1024)
     kv_per_token = kv_probe.nbytes / 1024
     del kv_probe
 
@@ -118,19 +164,7 @@ def profile_model(
             if device.type == "cuda":
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(device)
-            slots = slots_for(batch, ctx + 1)
-            x = torch.randn(batch, g.hidden_size, generator=gen).to(device, dtype)
-            pos = torch.full((batch,), ctx, device=device)
-
-            history = torch.randint(
-                0, g.num_audio_tokens - 1, (batch, g.num_vq, PENALTY_WINDOW), generator=gen
-            )
-            gens = [torch.Generator().manual_seed(r) for r in range(batch)]
-
-            def step() -> None:
-                logits = model.embed.code_logits(fwd.decode(x, slots, pos)).cpu()  # noqa: B023
-                sample(logits, history, [params] * batch, [True] * batch, g.eos_token, gens)  # noqa: B023
-
+            slots, step = decode_step(pipe, fwd, batch, ctx, gen)
             t, spread = _time(step, device, repeats, warmup)
             how = _how(
                 repeats,
@@ -160,7 +194,7 @@ def profile_model(
     prefill: list[PrefillPoint] = []
     for n in prompts:
         say(f"prefill, {n} prompt tokens")
-        slots = slots_for(1, n)
+        slots = kv_slots(pipe, 1, n)
         e = torch.randn(1, n, g.hidden_size, generator=gen).to(device, dtype)
         t, spread = _time(lambda: fwd.prefill(e, slots, 0), device, few, 1)  # noqa: B023
         how = _how(few, 1, device, "slot-forward prefill of one prompt")
@@ -197,6 +231,7 @@ def profile_model(
         "it counts all step time as memory time"
     )
     return ModelProfile(
+        fixed_step_overhead_s=fixed_overhead(steps),
         ttsperf_version=__version__,
         device=device_info(device),
         model=ModelInfo(

@@ -17,7 +17,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ttsperf.errors import UserError
 
 PROFILE_SCHEMA = "ttsperf.profile"
-PROFILE_VERSION = 1
+PROFILE_VERSION = 2
+# Version 2 added `max_batch` (profile --max-batch-search); a version-1 file is a valid version 2
+# without it, so plan still reads profiles written before.
+READABLE_VERSIONS = (1, 2)
 PROFILE_MODEL = "chattts"
 
 
@@ -73,9 +76,25 @@ class PrefillPoint(_Strict):
     seconds: Measured
 
 
+class MaxBatchPoint(_Strict):
+    """The largest batch that fits at one context, found by `profile --max-batch-search`."""
+
+    context: int = Field(ge=1, description="tokens per sequence in the KV cache")
+    max_batch: int = Field(ge=0, description="0: not even one sequence fits")
+    limit: Literal["oom", "budget", "cap"] = Field(
+        description="what stopped the search: a CUDA out-of-memory, the memory budget, or the search cap"
+    )
+    method: str = Field(description="how fitting was decided (OOM-safe bisection, or a budget and how)")
+    budget_bytes: float | None = Field(None, description="the memory budget, when one applied")
+    bytes_at_max: Measured | None = Field(None, description="memory at max_batch (allocator peak or RSS)")
+    probes: list[tuple[int, bool]] = Field(
+        default_factory=list, description="(batch, fits) in the order tried"
+    )
+
+
 class ModelProfile(_Strict):
     schema_: Literal["ttsperf.profile"] = Field(PROFILE_SCHEMA, alias="schema")
-    version: Literal[1] = PROFILE_VERSION
+    version: Literal[1, 2] = PROFILE_VERSION
     created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     ttsperf_version: str = ""
     device: DeviceInfo
@@ -97,6 +116,9 @@ class ModelProfile(_Strict):
     )
     fixed_step_overhead_s: Measured | None = None
     achieved_bandwidth_gbs: Measured | None = None
+    max_batch: list[MaxBatchPoint] = Field(
+        default_factory=list, description="largest batch per context (profile --max-batch-search)"
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -117,10 +139,10 @@ def load_profile(path: str | Path) -> ModelProfile:
         raise UserError(f"{p}: expected a JSON object (a ttsperf profile), found {type(raw).__name__}")
     if raw.get("schema") != PROFILE_SCHEMA:
         raise UserError(f"{p}: field 'schema': expected {PROFILE_SCHEMA!r}, found {raw.get('schema')!r}")
-    if raw.get("version") != PROFILE_VERSION:
+    if raw.get("version") not in READABLE_VERSIONS:
         raise UserError(
-            f"{p}: field 'version': expected {PROFILE_VERSION} (this ttsperf reads profile version "
-            f"{PROFILE_VERSION}), found {raw.get('version')!r}"
+            f"{p}: field 'version': expected {' or '.join(map(str, READABLE_VERSIONS))} (the profile "
+            f"versions this ttsperf reads), found {raw.get('version')!r}"
         )
     model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
     if model.get("name") != PROFILE_MODEL:

@@ -1,0 +1,29 @@
+"""benchmarks/gpu_check.py runs only when a session is lent a GPU, and device time is scarce: its
+CPU dry run must keep working, so a broken import or section shows up here, not on the GPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
+
+
+def test_gpu_check_dry_run_covers_every_section(tmp_path):
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "--device", "cpu", "--config", "tiny", "--quick"],
+        env={**os.environ, "OUT": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert {"correctness", "step_times", "switches", "engine", "decode_step_variants", "max_batch"} <= set(
+        out
+    )
+    (row,) = out["max_batch"]  # the dry run: fp32, one context, a 2 GiB budget, cap 64
+    assert row["max_batch"] >= 1 and row["limit"] in ("budget", "cap") and row["probes"]
