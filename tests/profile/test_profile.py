@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from ttsperf.cli.main import app
 from ttsperf.model.config import TINY
+from ttsperf.model.info import model_info
 from ttsperf.profile.measure import fixed_overhead, profile_model
 from ttsperf.profile.schema import Measured, StepPoint, load_profile
 
@@ -29,6 +30,8 @@ def test_weights_and_kv_bytes_are_the_models(prof, tiny_pipe):
     params = sum(p.numel() for p in tiny_pipe.model.parameters())
     assert prof.weights_bytes.value == 4 * params  # fp32
     assert prof.kv_bytes_per_token.value == TINY.gpt.kv_bytes_per_token(4)
+    # the checkpoint's counts, as `ttsperf info` gives them, not the folded model's
+    assert prof.model.parameters == model_info(TINY)["parameters"]
     # CPU memory = weights + KV slots of the point, so it grows with batch x context
     mem = {(m.batch, m.context): m.peak_bytes.value for m in prof.memory}
     assert mem[(4, 256)] - mem[(1, 256)] == pytest.approx(3 * 257 * prof.kv_bytes_per_token.value)

@@ -90,6 +90,8 @@ class Pipeline:
         self.synthetic = synthetic
         self.device = torch.device(resolve_device(device))
         self.dtype_name = dtype
+        # Counted before folding: the checkpoint's numbers (folding drops each head's weight_g).
+        self.checkpoint_parameters = model.parameter_counts()
         model.embed.fold_weight_norm()
         self.model = model.to(device=self.device, dtype=resolve_dtype(dtype)).eval()
         self.tokenizer = tokenizer

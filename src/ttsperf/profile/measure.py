@@ -237,7 +237,7 @@ def profile_model(
         model=ModelInfo(
             config=cfg.name,
             dtype=pipe.dtype_name,
-            parameters=model.parameter_counts(),
+            parameters=pipe.checkpoint_parameters,
             synthetic=pipe.synthetic,
         ),
         runtime={

@@ -54,7 +54,9 @@ class ModelInfo(_Strict):
     name: Literal["chattts"] = PROFILE_MODEL
     config: str = Field(description='"chattts" (full size) or "tiny"')
     dtype: Literal["fp32", "fp16", "bf16"]
-    parameters: dict[str, int] = Field(description="parameter count per component")
+    parameters: dict[str, int] = Field(
+        description="parameter count per component, as in the checkpoint (before weight norm is folded)"
+    )
     synthetic: bool = Field(description="random weights of the real shapes")
 
 
