@@ -25,16 +25,18 @@ class Outcome:
     latency: float | None = None
     retry_after: str | None = None
     refused: bool = False
+    abandoned: bool = False  # the client itself hung up: nobody left to answer
     error: str | None = None  # why an accepted request got no complete answer
 
     @property
     def lost(self) -> bool:
-        return not self.refused and (self.status is None or self.error is not None)
+        return not (self.refused or self.abandoned) and (self.status is None or self.error is not None)
 
 
 @dataclass
 class Tally:
     outcomes: list[Outcome] = field(default_factory=list)
+    t0: float = 0.0  # time.monotonic() when the load started; Outcome.sent_at counts from here
 
     @property
     def sent(self) -> int:
@@ -42,14 +44,14 @@ class Tally:
 
     @property
     def answered(self) -> int:
-        return sum(o.status is not None and o.error is None for o in self.outcomes)
+        return sum(o.status is not None and o.error is None and not o.abandoned for o in self.outcomes)
 
     @property
     def lost(self) -> int:
         return sum(o.lost for o in self.outcomes)
 
     def codes(self) -> Counter:
-        return Counter(o.status for o in self.outcomes if o.status is not None)
+        return Counter(o.status for o in self.outcomes if o.status is not None and not o.abandoned)
 
     def latencies(self, status: int = 200) -> list[float]:
         return [o.latency for o in self.outcomes if o.status == status and o.error is None and o.latency]
@@ -63,11 +65,14 @@ class Tally:
     def figure(self, name: str, **extra: object) -> str:
         codes = self.codes()
         refused = sum(o.refused for o in self.outcomes)
+        abandoned = sum(o.abandoned for o in self.outcomes)
         parts = [f"sent={self.sent}", f"answered={self.answered}", f"200={codes[200]}", f"503={codes[503]}"]
         others = {c: n for c, n in sorted(codes.items()) if c not in (200, 503)}
         parts += [f"{c}={n}" for c, n in others.items()]
         if refused:
             parts.append(f"refused={refused}")
+        if abandoned:
+            parts.append(f"hung_up={abandoned}")
         parts += [f"{k}={v}" for k, v in extra.items()]
         line = f"FIGURE {name}: " + " ".join(parts) + f" lost={self.lost}"
         print(line, flush=True)
@@ -114,15 +119,18 @@ def offer(
     """Open loop: a request every 1/rate seconds for `seconds`, each on its own connection slot,
     whatever the answers (a closed loop would slow down with the server and hide overload)."""
 
-    async def run() -> list[Outcome]:
+    tally = Tally()
+
+    async def run() -> None:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
         async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
-            t0 = time.monotonic()
+            tally.t0 = time.monotonic()
             n = max(1, round(rate * seconds))
-            tasks = [_one(client, path, body, check, t0, i / rate) for i in range(n)]
-            return list(await asyncio.gather(*tasks))
+            tasks = [_one(client, path, body, check, tally.t0, i / rate) for i in range(n)]
+            tally.outcomes = list(await asyncio.gather(*tasks))
 
-    return Tally(asyncio.run(run()))
+    asyncio.run(run())
+    return tally
 
 
 def closed_loop(url: str, path: str, body: dict, *, workers: int, requests: int, check=None) -> Tally:

@@ -176,7 +176,7 @@ def create_app(
         """Submit and return the request's events. No await between the draining check and the
         submission, so once the drain has set the flag nothing new reaches the engine."""
         if state.draining:
-            raise draining()
+            raise draining(retry_after)
         handle = submit(engine, synth, text_field)
         state.unanswered += 1
 
