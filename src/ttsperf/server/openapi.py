@@ -42,10 +42,26 @@ SYNTH_ERRORS = {
     504: _error("the request's deadline passed before its audio was complete"),
 }
 _BINARY = {"schema": {"type": "string", "format": "binary"}}
+# OpenAPI 3.1 has a text/event-stream schema describe one event (3.2's itemSchema says it outright)
+_SSE_EVENT = {
+    "schema": {
+        "type": "object",
+        "required": ["data"],
+        "properties": {
+            "data": {
+                "type": "string",
+                "contentMediaType": "application/json",
+                "description": '{"type": "speech.audio.delta", "audio": base64} events, then one '
+                '{"type": "speech.audio.done", "usage": ...} or {"type": "error", "error": ...}',
+            }
+        },
+    }
+}
 
 
 def audio_ok(media: tuple[str, ...]) -> dict:
-    return {200: {"description": "the audio", "content": {m: _BINARY for m in media}}}
+    content = {m: _SSE_EVENT if m == "text/event-stream" else _BINARY for m in media}
+    return {200: {"description": "the audio", "content": content}}
 
 
 # Constraints the validators check by hand (schemas.py), stated for the reader of the schema.
@@ -66,6 +82,11 @@ def request_body(model: type[BaseModel]) -> dict:
     for name, extra in _DOCUMENTED.items():
         if name in schema["properties"]:
             schema["properties"][name].update(extra)
+    if "stream_format" in schema["properties"]:  # the one rule across fields (app.py's speech)
+        schema["not"] = {
+            "required": ["stream", "stream_format"],
+            "properties": {"stream": {"const": False}, "stream_format": {"const": "sse"}},
+        }
     for option in schema["properties"]["seed"]["anyOf"]:  # pydantic writes 2**63 - 1 as a float
         if option["type"] == "integer":
             option["maximum"] = SEED_MAX

@@ -21,7 +21,6 @@ import signal
 import socket
 from types import FrameType
 
-import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -40,9 +39,13 @@ class _Config(uvicorn.Config):
 
 
 class HeaderDeadline(H11Protocol):
-    """uvicorn's h11 protocol, closing connections whose request headers take too long."""
+    """uvicorn's h11 protocol with a deadline on waiting: from the connection's start, and from each
+    response's end, the next request's headers must be complete within `read_timeout`, else the
+    connection is closed. This also ends a connection whose request was answered before its body
+    arrived (a 413 on the declared length, a 401) while the client keeps trickling that body."""
 
     _deadline: asyncio.TimerHandle | None = None
+    _waiting_since: object = None  # the request cycle that was current when the deadline was set
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -54,7 +57,7 @@ class HeaderDeadline(H11Protocol):
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.conn.their_state is not h11.IDLE:  # a request's headers are complete
+        if self.cycle is not self._waiting_since:  # a new request's headers are complete
             self._disarm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -63,6 +66,7 @@ class HeaderDeadline(H11Protocol):
 
     def _arm(self) -> None:
         self._disarm()
+        self._waiting_since = self.cycle
         self._deadline = self.loop.call_later(self.config.read_timeout, self._expire)  # type: ignore[attr-defined]
 
     def _disarm(self) -> None:
@@ -72,12 +76,9 @@ class HeaderDeadline(H11Protocol):
 
     def _expire(self) -> None:
         self._deadline = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            log.info(
-                "%s: request headers not complete within %.0f s; closing",
-                self.client,
-                self.config.read_timeout,
-            )  # type: ignore[attr-defined]
+        if self.cycle is self._waiting_since and not self.transport.is_closing():
+            timeout = self.config.read_timeout  # type: ignore[attr-defined]
+            log.info("%s: no complete request within %.0f s; closing", self.client, timeout)
             self.transport.close()
 
 
