@@ -5,6 +5,7 @@ answer as documented, every slow connection closed by the server within its read
 
 from __future__ import annotations
 
+import http.client
 import select
 import socket
 import time
@@ -174,3 +175,23 @@ def test_slow_loris_connections_are_closed_within_the_read_timeout(server):
     # the deadline runs from the connection's start; 3 s of slack for this loaded machine
     assert worst <= READ_TIMEOUT + 3, worst
     assert tally.codes() == {200: ordinary.sent, 408: kinds.count("body"), 413: kinds.count("oversized")}
+
+
+def test_an_idle_kept_alive_connection_outlives_the_read_timeout(server):
+    """The read deadline is for slow requests, not for idle keep-alive connections: closing those
+    early races clients that reuse them (a request sent as the server closes is lost unanswered)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=30)
+    tally = Tally()
+    try:
+        for pause in (0.0, READ_TIMEOUT + 1.5):
+            time.sleep(pause)
+            conn.request("GET", "/readyz")
+            response = conn.getresponse()
+            response.read()
+            tally.outcomes.append(Outcome(0.0, status=response.status))
+        reused = conn.sock is not None
+    finally:
+        conn.close()
+    tally.figure("idle keep-alive past the read timeout", idle_s=READ_TIMEOUT + 1.5)
+    assert tally.codes() == {200: 2} and reused

@@ -9,8 +9,9 @@ down, and the process exits 0. A second signal falls back to uvicorn's immediate
 Slow clients: uvicorn waits for a request's headers without any limit (its keep-alive timer stops at
 the first byte), so a client trickling a byte every few seconds (slow-loris) holds a connection for
 ever. `HeaderDeadline` closes a connection whose request headers are not complete `read_timeout`
-seconds after it opened or after its previous response; the app (read_body) gives the body the same
-bound and answers 408. Headers larger than h11's 16 KiB limit get a 400 and the connection closes.
+seconds after it opened or after the request's first byte; the app (read_body) gives the body the
+same bound and answers 408. Headers larger than h11's 16 KiB limit get a 400 and the connection
+closes. Idle keep-alive connections close after 75 s.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import signal
 import socket
 from types import FrameType
 
+import h11
 import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
@@ -30,6 +32,7 @@ log = logging.getLogger("ttsperf.server")
 
 
 MAX_HEADER_BYTES = 16 * 1024  # h11's default, set explicitly: larger headers are refused with 400
+KEEP_ALIVE_SECONDS = 75
 
 
 class _Config(uvicorn.Config):
@@ -39,10 +42,11 @@ class _Config(uvicorn.Config):
 
 
 class HeaderDeadline(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on waiting: from the connection's start, and from each
-    response's end, the next request's headers must be complete within `read_timeout`, else the
-    connection is closed. This also ends a connection whose request was answered before its body
-    arrived (a 413 on the declared length, a 401) while the client keeps trickling that body."""
+    """uvicorn's h11 protocol with a deadline on slow requests: a new connection must complete its
+    first request's headers within `read_timeout`, and so must each later request from its first
+    byte; a request answered before its body arrived (413 on the declared length, 401) gets the same
+    time for the rest, then the connection closes. An idle keep-alive connection (no byte of a next
+    request) is left to uvicorn's keep-alive timeout: closing it sooner races clients that reuse it."""
 
     _deadline: asyncio.TimerHandle | None = None
     _waiting_since: object = None  # the request cycle that was current when the deadline was set
@@ -51,13 +55,19 @@ class HeaderDeadline(H11Protocol):
         super().connection_made(transport)
         self._arm()
 
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None and self.cycle is not None and self.cycle.response_complete:
+            self._arm()  # the first byte of the next request on a kept-alive connection
+        super().data_received(data)
+
     def on_response_complete(self) -> None:
-        self._arm()  # before super(): it may parse a pipelined request, which disarms
+        if self.conn.their_state is h11.SEND_BODY:  # answered before the body came: bound the rest
+            self._arm()
         super().on_response_complete()
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.cycle is not self._waiting_since:  # a new request's headers are complete
+        if self._deadline is not None and self.cycle is not self._waiting_since:  # a new request
             self._disarm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -158,7 +168,10 @@ def make_server(
         log_level=log_level,
         http=HeaderDeadline,
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
-        timeout_keep_alive=5,  # uvicorn's default, stated: idle connections close after 5 s
+        # Idle keep-alive connections live 75 s (nginx's default), longer than the idle timeout of
+        # the clients and balancers that reuse them (aiohttp 15 s, AWS ALB 60 s): with uvicorn's 5 s,
+        # a request sent on a connection the server is closing at that moment fails unanswered.
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         timeout_graceful_shutdown=drain_timeout + 10,  # after the engine has drained: responses
         server_header=False,
     )
