@@ -88,7 +88,7 @@ def _exchange(url: str, raw: bytes, wait: float = 10.0) -> bytes:
 MALFORMED = {
     "declared 10 MiB body": (b"POST /invoke HTTP/1.1\r\nHost: x\r\nContent-Length: 10485760\r\n\r\n{", 413),
     "chunked body past the limit": (
-        b"POST /invoke HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"POST /invoke HTTP/1.1\r\nHost: x\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
         + b"".join(b"8000\r\n" + b" " * 0x8000 + b"\r\n" for _ in range(3))
         + b"0\r\n\r\n",
         413,
@@ -101,7 +101,7 @@ MALFORMED = {
         400,
     ),
     "body is invalid UTF-8": (
-        b'POST /invoke HTTP/1.1\r\nHost: x\r\nContent-Length: 14\r\n\r\n{"text": "\xff\xfe"}',
+        b'POST /invoke HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 14\r\n\r\n{"text": "\xff\xfe"}',
         400,
     ),
 }
