@@ -101,7 +101,8 @@ MALFORMED = {
         400,
     ),
     "body is invalid UTF-8": (
-        b'POST /invoke HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 14\r\n\r\n{"text": "\xff\xfe"}',
+        b"POST /invoke HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 14\r\n\r\n"
+        + b'{"text": "\xff\xfe"}',
         400,
     ),
 }
