@@ -18,7 +18,7 @@ from .load import Outcome, Tally, offer, wav_samples
 
 TINY = ("--synthetic", "--config", "tiny")
 MEDIUM = "今天天气很好我们去公园散步吧" * 3  # 42 characters -> 380 steps: a stream of 16 chunks
-TWELVE = "今天天气很好我们去公园散步"  # 12 characters -> 108 steps
+TWELVE = "今天天气很好我们去公园散步"  # 13 characters -> 118 steps
 
 
 def test_clients_hanging_up_mid_stream_free_their_slots_and_the_rest_is_served():
@@ -91,8 +91,9 @@ def test_sigterm_during_load_drains_and_loses_nothing():
 def test_an_out_of_memory_in_a_step_shrinks_the_batch_and_loses_nothing(tiny_pipe):
     """In-process server (the same app and uvicorn server, on loopback): the fault hook is an
     EngineConfig field for tests, deliberately not a `ttsperf serve` flag or environment variable."""
-    # 12 requests of 108 steps sent at once: at step 40 four rows run (-> 2), at step 80 two (-> 1)
-    server = start_live(tiny_pipe, max_batch=4, inject_oom_at_steps=frozenset({40, 80}))
+    # 12 requests of 118 steps sent at once: at step 60 four rows run (-> 2), at step 100 the two kept
+    # ones still do (-> 1); 60 steps leave time for all 12 to arrive on a loaded machine
+    server = start_live(tiny_pipe, max_batch=4, inject_oom_at_steps=frozenset({60, 100}))
     try:
         check = wav_samples(expected_samples(TWELVE))
         with RunningPeak(server.engine) as peak:
