@@ -1,9 +1,11 @@
-"""What the server tests share: texts, expected lengths, a live server in a thread, polling,
-raw-socket requests and a /metrics scrape."""
+"""What the server tests share: texts, expected lengths, a live server in a thread, `ttsperf serve`
+in its own process, polling, raw-socket requests and a /metrics scrape."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -67,6 +69,45 @@ def start_live(pipe: Pipeline, api_key: str | None = None, max_body_bytes: int =
     wait_for(lambda: server.started, 30, "the server to start")
     host, port = sock.getsockname()
     return Live(f"http://{host}:{port}", engine, server, thread)
+
+
+class ServeProcess:
+    """`ttsperf serve ARGS --port 0` in a subprocess on loopback; stderr collected line by line."""
+
+    def __init__(self, *args: str, env: dict[str, str] | None = None, timeout: float = 120.0):
+        cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--port", "0", *args]
+        out, err = subprocess.DEVNULL, subprocess.PIPE
+        self.proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env)
+        self.log: list[str] = []
+        self.reader = threading.Thread(target=self._pump, daemon=True)
+        self.reader.start()
+        started = lambda: self._announced() is not None or self.proc.poll() is not None  # noqa: E731
+        wait_for(started, timeout, "`ttsperf serve` to start")
+        if not self._announced():
+            raise AssertionError("`ttsperf serve` exited before serving:\n" + "".join(self.log))
+        self.url = self._announced().split("serving on ")[1].split()[0]
+        self.pid = self.proc.pid
+
+    def _pump(self) -> None:
+        for line in self.proc.stderr:
+            self.log.append(line)
+
+    def _announced(self) -> str | None:
+        return next((line for line in self.log if "serving on http://" in line), None)
+
+    def client(self, **kw) -> httpx.Client:
+        return httpx.Client(base_url=self.url, timeout=kw.pop("timeout", 120.0), **kw)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+    def __enter__(self) -> ServeProcess:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
 
 
 def open_request(url: str, path: str, body: bytes, headers: dict[str, str] | None = None) -> socket.socket:

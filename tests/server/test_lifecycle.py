@@ -7,9 +7,6 @@ from __future__ import annotations
 import json
 import signal
 import socket
-import subprocess
-import sys
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -17,7 +14,7 @@ import pytest
 
 from ttsperf.audio import decode_wav
 
-from .helpers import LONG, SHORT, expected_samples, open_request, scrape, wait_for
+from .helpers import LONG, SHORT, ServeProcess, expected_samples, open_request, scrape, wait_for
 
 LONG_STEPS = 2048  # LONG is capped at the engine's max_new_tokens
 
@@ -128,30 +125,13 @@ def test_a_stream_failing_before_any_audio_keeps_its_status_code(make_live, stre
     assert r.status_code == 503 and r.json()["error"]["message"].startswith("out of memory")
 
 
-def _serve(*args: str) -> tuple[subprocess.Popen, list[str], threading.Thread]:
-    """`ttsperf serve` in a subprocess on a free loopback port; stderr collected line by line."""
-    cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-
-    def pump() -> None:
-        for line in proc.stderr:
-            lines.append(line)
-
-    reader = threading.Thread(target=pump, daemon=True)
-    reader.start()
-    return proc, lines, reader
-
-
 def test_sigterm_refuses_new_work_and_answers_every_accepted_request():
-    proc, log, reader = _serve(
-        "--synthetic", "--config", "tiny", "--port", "0", "--max-batch", "2", "--max-queue", "8",
+    with ServeProcess(
+        "--synthetic", "--config", "tiny", "--max-batch", "2", "--max-queue", "8",
         "--cuda-graphs",  # on this CPU: logged as not applicable, and nothing fails
-    )  # fmt: skip
-    try:
-        wait_for(lambda: any("serving on http://" in line for line in log) or proc.poll() is not None, 60)
-        url = next(line for line in log if "serving on" in line).split("serving on ")[1].split()[0]
-        client = httpx.Client(base_url=url, timeout=120)
+    ) as server:  # fmt: skip
+        proc, log, reader = server.proc, server.log, server.reader
+        client = server.client()
         accepted = ThreadPoolExecutor(4)
         futures = [accepted.submit(client.post, "/invoke", json={"text": LONG, "seed": i}) for i in range(4)]
         # all four accepted (two decoding, two queued, or one of them in its prefill) before the signal
@@ -171,7 +151,3 @@ def test_sigterm_refuses_new_work_and_answers_every_accepted_request():
         assert any("draining 4 accepted requests" in line for line in log), "".join(log)
         assert sum("switches: dtype=fp32 [on]" in line for line in log) == 1  # logged once, at start
         assert any("cuda_graphs=True [off: not applicable on cpu" in line for line in log), "".join(log)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(10)

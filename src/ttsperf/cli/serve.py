@@ -64,6 +64,9 @@ def serve(
         60.0, "--drain-timeout", help="On SIGTERM, seconds to finish accepted requests."
     ),
     max_body_bytes: int = typer.Option(64 * 1024, "--max-body-bytes", help="Larger request bodies get 413."),
+    read_timeout: float = typer.Option(
+        10.0, "--read-timeout", help="Seconds a client may take to send headers, and again the body (408)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic weights."),
     autocast: bool = typer.Option(False, "--autocast", help="fp32 weights, fp16/bf16 matmuls."),
     tf32: bool = typer.Option(True, "--tf32/--no-tf32", help="TF32 matmuls (CUDA, Ampere+)."),
@@ -121,7 +124,12 @@ def serve(
         raise UserError(f"--log-level {log_level!r}: expected one of {', '.join(levels)}")
     if not 0 <= port <= 65535:
         raise UserError(f"--port {port}: expected 0 to 65535")
-    for name, value in (("--request-timeout", request_timeout), ("--drain-timeout", drain_timeout)):
+    timeouts = (
+        ("--request-timeout", request_timeout),
+        ("--drain-timeout", drain_timeout),
+        ("--read-timeout", read_timeout),
+    )
+    for name, value in timeouts:
         if not value > 0:
             raise UserError(f"{name} {value}: expected a positive number of seconds")
     if max_body_bytes < 1024:
@@ -163,8 +171,10 @@ def serve(
         engine.max_batch, " (auto)" if engine_config.max_batch is None else "", max_queue, request_timeout,
         first_chunk_steps,
     )  # fmt: skip
-    app = create_app(engine, api_key, max_body_bytes=max_body_bytes)
-    server = make_server(app, host, port, drain_timeout=drain_timeout, log_level=log_level)
+    app = create_app(engine, api_key, max_body_bytes=max_body_bytes, read_timeout=read_timeout)
+    server = make_server(
+        app, host, port, drain_timeout=drain_timeout, log_level=log_level, read_timeout=read_timeout
+    )
     try:
         server.run()
     finally:

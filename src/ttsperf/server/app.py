@@ -12,6 +12,7 @@ the size limit applies before parsing and every fault gets the one JSON error sh
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -22,7 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 from fastapi import Depends, FastAPI, Request, Response
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -33,12 +34,14 @@ from ttsperf.engine.engine import Engine
 from ttsperf.engine.types import AudioChunk, Event, SynthError, SynthRequest
 from ttsperf.server import errors, metrics
 from ttsperf.server.errors import ApiError
+from ttsperf.server.openapi import AUTH_ERRORS, SYNTH_ERRORS, ErrorBody, ModelList, audio_ok, request_body
 from ttsperf.server.schemas import MODEL_IDS, InvokeRequest, SpeechRequest
 from ttsperf.server.streaming import StreamAborted, audio_body, sse_body
 from ttsperf.server.synthesis import draining, events, outcome_error, stats_headers, submit
 
 log = logging.getLogger("ttsperf.server")
 DEFAULT_MAX_BODY_BYTES = 64 * 1024  # ~20x the longest prompt the engine admits (512 tokens)
+DEFAULT_READ_TIMEOUT = 10.0  # seconds for a request's headers, and again for its body (slow clients)
 CLIENT_GONE = 499  # nginx's "client closed request": recorded in metrics, never seen by anyone
 MEDIA = {"wav": "audio/wav", "pcm": "audio/pcm"}
 ENDPOINTS = ("/invoke", "/v1/audio/speech", "/v1/models", "/healthz", "/readyz", "/metrics")
@@ -113,21 +116,31 @@ def _auth(api_key: str | None):
     return check
 
 
-async def read_body(request: Request, model: type[BaseModel], limit: int) -> BaseModel:
-    """The JSON body as `model`: size-limited before parsing, every fault a 4xx naming what."""
+async def read_body(
+    request: Request, model: type[BaseModel], limit: int, timeout: float = DEFAULT_READ_TIMEOUT
+) -> BaseModel:
+    """The JSON body as `model`: size- and time-limited before parsing, every fault a 4xx naming what."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
         raise ApiError(413, f"body: {int(declared)} bytes; expected at most {limit}", extra={"limit": limit})
-    raw, size = [], 0
-    try:
+    raw: list[bytes] = []
+
+    async def receive() -> None:
+        size = 0
         async for chunk in request.stream():
             size += len(chunk)
             if size > limit:
                 message = f"body: more than {limit} bytes; expected at most {limit}"
                 raise ApiError(413, message, extra={"limit": limit})
             raw.append(chunk)
+
+    try:
+        await asyncio.wait_for(receive(), timeout)
     except ClientDisconnect:  # gone before the body was complete: nobody to answer
         raise ApiError(CLIENT_GONE, "the client left before sending the whole body") from None
+    except asyncio.TimeoutError:  # a slow (or slow-loris) client: answer, and close the connection
+        message = f"body: not complete within {timeout:g} s; send it at once"
+        raise ApiError(408, message, headers={"Connection": "close"}) from None
     try:
         data = json.loads(b"".join(raw))
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, absurd nesting
@@ -142,7 +155,11 @@ async def read_body(request: Request, model: type[BaseModel], limit: int) -> Bas
 
 
 def create_app(
-    engine: Engine, api_key: str | None = None, *, max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    engine: Engine,
+    api_key: str | None = None,
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> FastAPI:
     """The HTTP app over `engine` (already started); `api_key` protects /invoke and /v1/*."""
     state = ServerState(engine)
@@ -159,7 +176,7 @@ def create_app(
         """Submit and return the request's events. No await between the draining check and the
         submission, so once the drain has set the flag nothing new reaches the engine."""
         if state.draining:
-            raise draining()
+            raise draining(retry_after)
         handle = submit(engine, synth, text_field)
         state.unanswered += 1
 
@@ -186,17 +203,24 @@ def create_app(
                     return Response(body, media_type=MEDIA[fmt], headers=headers)
         raise AssertionError("the engine ended a request without a final event")
 
-    @app.post("/invoke", dependencies=auth)
+    @app.post(
+        "/invoke", dependencies=auth, response_class=Response, openapi_extra=request_body(InvokeRequest),
+        responses={**audio_ok(("audio/wav",)), **SYNTH_ERRORS},
+    )  # fmt: skip
     async def invoke(request: Request) -> Response:
         """The guide's contract: `{"text": ...}` -> audio/wav (optional: seed, temperature, top_p, top_k)."""
-        body = await read_body(request, InvokeRequest, max_body_bytes)
+        body = await read_body(request, InvokeRequest, max_body_bytes, read_timeout)
         synth = SynthRequest(text=body.text, sampling=body.sampling())
         return await buffered(start(request, synth, "text"), "text", "wav")
 
-    @app.post("/v1/audio/speech", dependencies=auth)
+    @app.post(
+        "/v1/audio/speech", dependencies=auth, response_class=Response,
+        openapi_extra=request_body(SpeechRequest),
+        responses={**audio_ok(("audio/wav", "audio/pcm", "text/event-stream")), **SYNTH_ERRORS},
+    )  # fmt: skip
     async def speech(request: Request) -> Response:
         """OpenAI's speech endpoint; streams by default (`"stream": false` buffers, with X-* headers)."""
-        body = await read_body(request, SpeechRequest, max_body_bytes)
+        body = await read_body(request, SpeechRequest, max_body_bytes, read_timeout)
         if body.stream_format == "sse" and not body.stream:
             raise ApiError(
                 400, "stream: false cannot be combined with stream_format sse (events are a stream)", "stream"
@@ -221,7 +245,7 @@ def create_app(
         content = audio_body(first, rest, body.response_format, sample_rate)
         return StreamingResponse(content, media_type=MEDIA[body.response_format], headers=headers)
 
-    @app.get("/v1/models", dependencies=auth)
+    @app.get("/v1/models", dependencies=auth, responses={200: {"model": ModelList}, **AUTH_ERRORS})
     async def models() -> dict:
         """Model ids a client may name; all are served by the one loaded model."""
         info = engine.describe()
@@ -231,7 +255,7 @@ def create_app(
         ]
         return {"object": "list", "data": data}
 
-    @app.get("/healthz")
+    @app.get("/healthz", responses={503: {"description": "the engine has stopped"}})
     async def healthz() -> JSONResponse:
         """Liveness, with what is running: switches, device, model, batch and queue."""
         alive = engine.ready or state.draining
@@ -244,14 +268,14 @@ def create_app(
         }
         return JSONResponse(body, status_code=200 if alive else 503)
 
-    @app.get("/readyz")
+    @app.get("/readyz", responses={503: {"description": "draining or stopped", "model": ErrorBody}})
     async def readyz() -> JSONResponse:
         """200 while admitting requests; 503 while draining or stopped (take me out of rotation)."""
         if state.draining or not engine.ready:
             return errors.error_response(503, "not ready: the server is draining or its engine has stopped")
         return JSONResponse({"ready": True, "queue_depth": engine.queue_depth(), "running": engine.running()})
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:
         return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
 

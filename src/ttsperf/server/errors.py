@@ -25,6 +25,7 @@ TYPES = {
     401: "authentication_error",
     404: "not_found_error",
     405: "method_not_allowed_error",
+    408: "request_timeout_error",
     413: "request_too_large_error",
     499: "client_closed_request",
     500: "internal_error",

@@ -5,6 +5,13 @@ traffic gets refused connections, and requests waiting in the engine's queue wou
 Here the first SIGTERM (or Ctrl-C) instead drains: new requests get 503 and /readyz 503 while the
 engine answers every request it accepted (engine.stop(drain=True)); only then does uvicorn shut
 down, and the process exits 0. A second signal falls back to uvicorn's immediate exit.
+
+Slow clients: uvicorn waits for a request's headers without any limit (its keep-alive timer stops at
+the first byte), so a client trickling a byte every few seconds (slow-loris) holds a connection for
+ever. `HeaderDeadline` closes a connection whose request headers are not complete `read_timeout`
+seconds after it opened or after the request's first byte; the app (read_body) gives the body the
+same bound and answers 408. Headers larger than h11's 16 KiB limit get a 400 and the connection
+closes. Idle keep-alive connections close after 75 s.
 """
 
 from __future__ import annotations
@@ -15,11 +22,74 @@ import signal
 import socket
 from types import FrameType
 
+import h11
 import uvicorn
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from ttsperf.server.app import ServerState
+from ttsperf.server.app import DEFAULT_READ_TIMEOUT, ServerState
 
 log = logging.getLogger("ttsperf.server")
+
+
+MAX_HEADER_BYTES = 16 * 1024  # h11's default, set explicitly: larger headers are refused with 400
+KEEP_ALIVE_SECONDS = 75
+
+
+class _Config(uvicorn.Config):
+    def __init__(self, app, *, read_timeout: float, **kw):
+        super().__init__(app, **kw)
+        self.read_timeout = read_timeout
+
+
+class HeaderDeadline(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on slow requests: a new connection must complete its
+    first request's headers within `read_timeout`, and so must each later request from its first
+    byte; a request answered before its body arrived (413 on the declared length, 401) gets the same
+    time for the rest, then the connection closes. An idle keep-alive connection (no byte of a next
+    request) is left to uvicorn's keep-alive timeout: closing it sooner races clients that reuse it."""
+
+    _deadline: asyncio.TimerHandle | None = None
+    _waiting_since: object = None  # the request cycle that was current when the deadline was set
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self._deadline is None and self.cycle is not None and self.cycle.response_complete:
+            self._arm()  # the first byte of the next request on a kept-alive connection
+        super().data_received(data)
+
+    def on_response_complete(self) -> None:
+        if self.conn.their_state is h11.SEND_BODY:  # answered before the body came: bound the rest
+            self._arm()
+        super().on_response_complete()
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self._deadline is not None and self.cycle is not self._waiting_since:  # a new request
+            self._disarm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._waiting_since = self.cycle
+        self._deadline = self.loop.call_later(self.config.read_timeout, self._expire)  # type: ignore[attr-defined]
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expire(self) -> None:
+        self._deadline = None
+        if self.cycle is self._waiting_since and not self.transport.is_closing():
+            timeout = self.config.read_timeout  # type: ignore[attr-defined]
+            log.info("%s: no complete request within %.0f s; closing", self.client, timeout)
+            self.transport.close()
 
 
 class DrainingServer(uvicorn.Server):
@@ -82,13 +152,26 @@ class DrainingServer(uvicorn.Server):
 
 
 def make_server(
-    app, host: str, port: int, *, drain_timeout: float, log_level: str = "info"
+    app,
+    host: str,
+    port: int,
+    *,
+    drain_timeout: float,
+    log_level: str = "info",
+    read_timeout: float = DEFAULT_READ_TIMEOUT,
 ) -> DrainingServer:
-    config = uvicorn.Config(
+    config = _Config(
         app,
+        read_timeout=read_timeout,
         host=host,
         port=port,
         log_level=log_level,
+        http=HeaderDeadline,
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
+        # Idle keep-alive connections live 75 s (nginx's default), longer than the idle timeout of
+        # the clients and balancers that reuse them (aiohttp 15 s, AWS ALB 60 s): with uvicorn's 5 s,
+        # a request sent on a connection the server is closing at that moment fails unanswered.
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         timeout_graceful_shutdown=drain_timeout + 10,  # after the engine has drained: responses
         server_header=False,
     )

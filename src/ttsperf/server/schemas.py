@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Annotated
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from ttsperf.model.sampling import SamplingParams
 
@@ -42,6 +42,14 @@ SPEED_RANGE = (0.25, 4.0)  # OpenAI's range
 SEED_MAX = 2**63 - 1  # torch.Generator.manual_seed takes a 64-bit value
 
 
+def _json_integer(value: object) -> object:
+    # JSON has one number type: 239.0 is the integer 239 (JSON Schema says so too, and schema-driven
+    # clients send it); 1.5 stays a float and is refused as no integer.
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid")
 
@@ -49,10 +57,13 @@ class _Strict(BaseModel):
 class SamplingFields(_Strict):
     """ChatTTS's sampling settings. Defaults are the official ones; `top_k: 1` is greedy."""
 
-    seed: int | None = Field(None, ge=0, le=SEED_MAX, description="Sampling seed; none: random.")
+    # (the bounds go before the validator, or pydantic's JSON schema loses them)
+    seed: Annotated[int, Field(ge=0, le=SEED_MAX), BeforeValidator(_json_integer)] | None = Field(
+        None, description="Sampling seed; none: random."
+    )
     temperature: float = Field(0.3, ge=0.0, le=2.0, description="0 or top_k 1: greedy.")
     top_p: float = Field(0.7, gt=0.0, le=1.0)
-    top_k: int = Field(20, ge=1, le=1000)
+    top_k: Annotated[int, Field(ge=1, le=1000), BeforeValidator(_json_integer)] = 20
 
     def sampling(self) -> SamplingParams:
         return SamplingParams(

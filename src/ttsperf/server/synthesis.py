@@ -31,10 +31,11 @@ def _retry_after(seconds: float) -> dict[str, str]:
     return {"Retry-After": str(max(1, math.ceil(seconds)))}  # HTTP wants whole seconds
 
 
-def draining() -> ApiError:
-    # Connection: close so that keep-alive clients reconnect, through the balancer, elsewhere.
+def draining(retry_after: float) -> ApiError:
+    # Connection: close so that keep-alive clients reconnect, through the balancer, elsewhere;
+    # Retry-After like every 503 here, so that retrying clients (OpenAI's SDK, bench) do retry.
     message = "the server is draining for shutdown and admits no new requests"
-    return ApiError(503, message, headers={"Connection": "close"})
+    return ApiError(503, message, headers={"Connection": "close", **_retry_after(retry_after)})
 
 
 def submit(engine: Engine, request: SynthRequest, field: str) -> RequestHandle:
@@ -49,7 +50,7 @@ def submit(engine: Engine, request: SynthRequest, field: str) -> RequestHandle:
             headers=_retry_after(exc.retry_after),
         ) from None
     except NotAccepting:
-        raise draining() from None
+        raise draining(engine.config.retry_after) from None
     except TextTooLong as exc:
         raise ApiError(
             413,
@@ -70,7 +71,8 @@ def outcome_error(error: SynthError, field: str, retry_after: float) -> ApiError
     if error.kind == "oom":
         return ApiError(503, f"out of memory: {error.message}", headers=_retry_after(retry_after))
     if error.kind == "shutdown":
-        return ApiError(503, "the server shut down before this request could run")
+        message = "the server shut down before this request could run"
+        return ApiError(503, message, headers=_retry_after(retry_after))
     if error.kind == "too_long":
         return ApiError(413, f"{field}: {error.message}", field)
     return ApiError(500, f"internal error in the engine: {error.message}")
