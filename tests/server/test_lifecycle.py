@@ -81,7 +81,9 @@ def test_a_full_queue_answers_503_with_retry_after(make_live):
 
 
 def test_a_passed_deadline_answers_504(make_live):
-    server = make_live(request_timeout=0.3)
+    # LONG's first audio comes after ~40 ms and its end after ~2.5 s here: a 1 s deadline falls well
+    # between them even on a machine several times slower (0.3 s was too close to the first audio).
+    server = make_live(request_timeout=1.0)
     with server.client() as c:
         r = c.post("/invoke", json={"text": LONG})
     assert r.status_code == 504
@@ -91,7 +93,9 @@ def test_a_passed_deadline_answers_504(make_live):
 def test_a_deadline_passing_mid_stream_cuts_the_stream_short(make_live):
     """Audio already went out with status 200: the only honest signal left is an incomplete
     body (raw audio) or a final error event (SSE)."""
-    server = make_live(request_timeout=0.3)
+    # LONG's first audio comes after ~40 ms and its end after ~2.5 s here: a 1 s deadline falls well
+    # between them even on a machine several times slower (0.3 s was too close to the first audio).
+    server = make_live(request_timeout=1.0)
     with server.client() as c:
         with pytest.raises(httpx.RemoteProtocolError):
             with c.stream("POST", "/v1/audio/speech", json={"input": LONG, "response_format": "pcm"}) as r:
