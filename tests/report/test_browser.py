@@ -35,7 +35,8 @@ def chromium() -> str:
 
 def _data_pixels(im: Image.Image) -> int:
     """Pixels within a small distance of a series colour: lines and markers actually drawn."""
-    px = im.convert("RGB").getdata()
+    rgb = im.convert("RGB")
+    px = rgb.get_flattened_data() if hasattr(rgb, "get_flattened_data") else rgb.getdata()  # Pillow 12+
     return sum(
         1 for p in px if any(sum(abs(a - b) for a, b in zip(p, c, strict=True)) < 60 for c in DATA_COLORS)
     )

@@ -21,7 +21,13 @@ from ttsperf.bench.results import SCHEMA as BENCH_SCHEMA
 from ttsperf.bench.results import BenchRun
 from ttsperf.errors import UserError
 from ttsperf.plan.schema import PLAN_SCHEMA, PLAN_VERSION, Plan
-from ttsperf.profile.schema import PROFILE_SCHEMA, PROFILE_VERSION, ModelProfile, load_profile
+from ttsperf.profile.schema import (
+    PROFILE_SCHEMA,
+    PROFILE_VERSION,
+    READABLE_VERSIONS,
+    ModelProfile,
+    load_profile,
+)
 
 KNOWN = (
     f"a bench run ({BENCH_SCHEMA}), a profile ({PROFILE_SCHEMA} v{PROFILE_VERSION}), a plan "
@@ -75,7 +81,9 @@ def _kind_and_version(raw: Any) -> tuple[str, str] | None:
         if schema.startswith("ttsperf.benchrun/"):
             return "bench", schema
         if schema == PROFILE_SCHEMA:
-            return "profile", f"{schema} v{raw.get('version')}"
+            # a version-1 profile is a valid version 2 without max_batch: one version for the report
+            version = PROFILE_VERSION if raw.get("version") in READABLE_VERSIONS else raw.get("version")
+            return "profile", f"{schema} v{version}"
         if schema == PLAN_SCHEMA:
             return "plan", f"{schema} v{raw.get('version')}"
     if DEMO_KEYS <= raw.keys():
