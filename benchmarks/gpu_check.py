@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -40,23 +39,12 @@ from ttsperf.model.forward import SlotForward  # noqa: E402
 from ttsperf.model.kv import KVSlots  # noqa: E402
 from ttsperf.model.pipeline import DTYPES, Pipeline  # noqa: E402
 from ttsperf.profile.maxbatch import search_max_batch  # noqa: E402
-
-
-def sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+from ttsperf.profile.measure import median_time  # noqa: E402
 
 
 def timed(fn, device, repeats: int) -> float:
-    fn()  # warm-up
-    times = []
-    for _ in range(repeats):
-        sync(device)
-        t0 = time.perf_counter()
-        fn()
-        sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
+    """Median seconds after one warm-up call, the device synchronised around each call."""
+    return median_time(fn, device, repeats, warmup=1)[0]
 
 
 @torch.inference_mode()

@@ -140,6 +140,8 @@ def test_official_package_traps_warn_for_the_examined_version_only(check):
     [new] = check(make_facts(chattts=package(version="0.3.0")))
     assert new.severity == "info" and "not examined" in new.evidence
     assert check(make_facts(chattts=None)) == []
+    [pre] = check(make_facts(chattts=package(version="0.2.5rc1")))  # 0.2.5's pre-release: no newer
+    assert pre.severity == "warn"
 
 
 def test_deployment_that_re_decodes_or_waits_for_its_longest_row_warns():

@@ -123,6 +123,7 @@ def test_cli_cpu_budget_search_on_the_tiny_model(tmp_path):
     [
         (["--max-batch-search", "--memory-budget", "0"], "--memory-budget 0: expected a positive number"),
         (["--memory-budget", "4"], "--memory-budget: applies to --max-batch-search only"),
+        (["--max-batch-cap", "8"], "--max-batch-cap: applies to --max-batch-search only"),
         (["--max-batch-search", "--optimizations"], "--max-batch-search: not with --optimizations"),
     ],
 )

@@ -87,7 +87,8 @@ class _Connection(asyncio.Protocol):
 
     def data_received(self, data: bytes) -> None:
         if self._done is None or self._done.done():
-            return  # bytes nobody asked for: the connection is not reusable
+            self.close()  # bytes nobody asked for: the connection is not reusable (the pool skips it)
+            return
         self._got_bytes = True
         self._buf += data
         try:
@@ -295,7 +296,7 @@ class Client:
         idle = self._idle.setdefault(t.key, [])
         for attempt in (0, 1):
             conn = None
-            while idle and conn is None:
+            while attempt == 0 and idle and conn is None:  # a retry always takes a new connection
                 conn = idle.pop()
                 if conn.closed:
                     self._all.discard(conn)

@@ -6,6 +6,7 @@ import functools
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
@@ -27,6 +28,12 @@ def user_errors(func: F) -> F:
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """A result file, its directory made if needed."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
 def print_json(obj: Any) -> None:

@@ -41,7 +41,10 @@ def register(app: typer.Typer) -> None:
             None, "--text-set", help="Built-in workload (default: mixed, every text)."
         ),
         max_batch: int = typer.Option(
-            None, "--max-batch", min=1, help="Batch the engine must take (default 8)."
+            None,
+            "--max-batch",
+            min=1,
+            help="Batch the engine must take (default: the --url server's max_batch, else 8).",
         ),
         assets: Path | None = ASSETS,
         config: str = CONFIG,

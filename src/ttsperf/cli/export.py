@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import ASSETS, SYNTHETIC, print_json, user_errors
+from ttsperf.cli.common import ASSETS, CONFIG, SYNTHETIC, print_json, user_errors
 
 export_app = typer.Typer(
     help=(
@@ -34,7 +34,7 @@ def onnx(
     out: Path = typer.Option(Path("gpt_step.onnx"), "-o", "--out", help="Where to write the ONNX file."),
     assets: Path | None = ASSETS,
     synthetic: bool = SYNTHETIC,
-    config: str = typer.Option("chattts", "--config", help="chattts (real sizes) or tiny."),
+    config: str = CONFIG,
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic weights."),
     texts: str = typer.Option(None, "--texts", help="Workload for the shapes: .txt or .jsonl."),
     text_set: str = typer.Option(None, "--text-set", help="Built-in workload (default: mixed)."),

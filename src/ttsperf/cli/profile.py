@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, print_json, user_errors
+from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, print_json, user_errors, write_json
 from ttsperf.errors import UserError
 
 
@@ -49,8 +49,8 @@ def profile(
         help="GiB the process may use in --max-batch-search (CPU default: available RAM minus "
         "max(1 GiB, 10%); CUDA default: none, out-of-memory decides).",
     ),
-    max_batch_cap: int = typer.Option(
-        4096, "--max-batch-cap", min=1, help="Largest batch --max-batch-search tries."
+    max_batch_cap: int | None = typer.Option(
+        None, "--max-batch-cap", min=1, help="Largest batch --max-batch-search tries (default 4096)."
     ),
     out: Path | None = typer.Option(None, "-o", "--out", help="Write the profile JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile JSON."),
@@ -76,6 +76,8 @@ def profile(
         raise UserError(f"--memory-budget {memory_budget:g}: expected a positive number of GiB, e.g. 8")
     if memory_budget is not None and not max_batch_search:
         raise UserError("--memory-budget: applies to --max-batch-search only; add --max-batch-search")
+    if max_batch_cap is not None and not max_batch_search:
+        raise UserError("--max-batch-cap: applies to --max-batch-search only; add --max-batch-search")
     if optimizations and max_batch_search:
         raise UserError("--max-batch-search: not with --optimizations (run them one at a time)")
     if optimizations:
@@ -88,19 +90,16 @@ def profile(
             warmup=1 if quick else 3, progress=lambda msg: status.update(f"profiling: {msg}"),
         )  # fmt: skip
         if max_batch_search:
-            from ttsperf.profile.maxbatch import search_max_batch
+            from ttsperf.profile.maxbatch import DEFAULT_CAP, search_max_batch
 
             budget = None if memory_budget is None else memory_budget * 1024**3
             prof.max_batch = search_max_batch(
-                pipe, grid[1], budget_bytes=budget, cap=max_batch_cap,
+                pipe, grid[1], budget_bytes=budget, cap=max_batch_cap or DEFAULT_CAP,
                 progress=lambda msg: status.update(f"profiling: {msg}"),
             )  # fmt: skip
     data = prof.dump()
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        import json
-
-        out.write_text(json.dumps(data, indent=2))
+        write_json(out, data)
     if as_json:
         print_json(data)
         return
@@ -150,8 +149,6 @@ def _print_max_batch(console, prof) -> None:
 
 
 def _optimizations(config, device, batch, context, repeats, out, as_json, console) -> None:
-    import json
-
     from rich.console import Console
     from rich.table import Table
 
@@ -162,8 +159,7 @@ def _optimizations(config, device, batch, context, repeats, out, as_json, consol
             config, device, batch, context, repeats, progress=lambda n: status.update(f"optimisations: {n}")
         )
     if out is not None:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(rows, indent=2))
+        write_json(out, rows)
     if as_json:
         print_json(rows)
         return

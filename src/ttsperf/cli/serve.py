@@ -156,7 +156,7 @@ def serve(
 
         model_config(assets, synthetic, config)  # bad flags fail here, not in every replica
         load = functools.partial(load_pipeline, assets, synthetic, config, device, dtype, seed)
-        spec = ReplicaSpec(load, engine_config, switches, api_key, max_body_bytes)
+        spec = ReplicaSpec(load, engine_config, switches, api_key, max_body_bytes, read_timeout)
         _serve_on_ray(spec, device, host, port, drain_timeout, max_queued, log_level, **ray_options)
         return
     log.info("loading %s (%s) on %s, %s", config, "synthetic weights" if synthetic else assets, device, dtype)

@@ -37,7 +37,9 @@ def diagnose(
     from ttsperf.model.config import get_config
 
     g = get_config(config).gpt
-    spec = parse_spec(trt_shapes) if trt_shapes is not None else None  # a bad spec fails before any work
+    # bad input (a spec, a texts file) fails before any work: no server is asked anything first
+    spec = parse_spec(trt_shapes) if trt_shapes is not None else None
+    workload, requests = load_requests(texts, text_set, g, assets)
     facts = facts or collect(urls, profiles, probe)
     findings: list[Finding] = run_checks(facts)
     if max_batch is not None:
@@ -47,7 +49,6 @@ def diagnose(
         batch, batch_from = (
             (max(served), "the server's max_batch") if served else (DEFAULT_MAX_BATCH, "default")
         )
-    workload, requests = load_requests(texts, text_set, g, assets)
     findings += check_trt(spec, requests, workload, g, batch, batch_from)
     counts = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
     return {

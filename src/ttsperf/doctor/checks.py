@@ -9,6 +9,7 @@ check has not passed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import Literal
@@ -215,10 +216,10 @@ def check_gpu_placement(facts: Facts) -> Finding:
 def _version(text: str) -> tuple[int, ...]:
     parts = []
     for p in text.split("."):
-        digits = "".join(c for c in p if c.isdigit())
+        digits = re.match(r"\d+", p)  # the leading number only: 0.2.5rc1 is (0, 2, 5)
         if not digits:
             break
-        parts.append(int(digits))
+        parts.append(int(digits[0]))
     return tuple(parts)
 
 

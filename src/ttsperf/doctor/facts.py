@@ -114,6 +114,8 @@ def gpu_processes() -> tuple[dict[int, list[int]] | None, str]:
             )
             for i in range(pynvml.nvmlDeviceGetCount())
         }, "NVML compute processes"
+    except pynvml.NVMLError as exc:  # MIG slices and locked-down containers refuse the listing
+        return None, f"NVML cannot list compute processes ({exc})"
     finally:
         pynvml.nvmlShutdown()
 
@@ -242,6 +244,7 @@ def collect(
     """`probe`: ask each server that /healthz leaves unknown whether it batches (sends requests)."""
     version, cuda, gpus, flags = torch_facts()
     procs, note = gpu_processes()
+    read = [from_profile(p) for p in profiles or []]  # a bad profile fails before any server is asked
     servers = [fetch_healthz(u) for u in urls or []]
     if probe:
         from ttsperf.doctor.probe import probe_batching
@@ -249,7 +252,7 @@ def collect(
         for url, dep in zip(urls or [], servers, strict=True):
             if dep.batching is None:
                 dep.batching, dep.batching_evidence = probe_batching(url)
-    deployments = servers + [from_profile(p) for p in profiles or []]
+    deployments = servers + read
     if not deployments:
         deployments = [ttsperf_defaults("cuda" if cuda else "cpu")]
     return Facts(

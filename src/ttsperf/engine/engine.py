@@ -68,7 +68,10 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, torch.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
-def auto_max_batch(pipe: Pipeline, max_len: int, *, headroom: float = 0.5, cap: int = 64) -> int:
+AUTO_BATCH_CAP = 64  # --max-batch auto never goes past this, whatever the memory
+
+
+def auto_max_batch(pipe: Pipeline, max_len: int, *, headroom: float = 0.5, cap: int = AUTO_BATCH_CAP) -> int:
     """The largest batch whose KV slots fit in `headroom` of the free memory (device or host)."""
     g = pipe.cfg.gpt
     elem = next(pipe.model.gpt.parameters()).element_size()
@@ -295,7 +298,7 @@ class Engine:
         row.position = ids.shape[1]
         self._rows.append(row)
         codes = self._sample([row], self.pipe.model.embed.code_logits(hidden.unsqueeze(0)))
-        self._accept(row, hidden, codes[0])
+        self._accept(row, hidden, codes[0], codes[0].to(self.pipe.device))
         self._retire()
 
     def _step(self) -> None:
@@ -315,11 +318,12 @@ class Engine:
             self._on_oom()
             return
         codes = self._sample(rows, logits)
+        on_device = codes.to(self.pipe.device)  # one copy for the batch, the next step's input
         self._step_count += 1
         self.stats.observe_step(len(rows), time.perf_counter() - t0)
         for r, row in enumerate(rows):
             row.position += 1
-            self._accept(row, hidden[r], codes[r])
+            self._accept(row, hidden[r], codes[r], on_device[r])
         self._retire()
 
     def _sample(self, rows: list[_Row], logits: torch.Tensor) -> torch.Tensor:
@@ -333,8 +337,9 @@ class Engine:
         params = [row.handle.request.sampling for row in rows]
         return sample(logits.cpu(), history, params, allow, g.eos_token, [row.generator for row in rows])
 
-    def _accept(self, row: _Row, hidden: torch.Tensor, codes: torch.Tensor) -> None:
-        """Take the row's sampled codes; finish it on EOS, limit, cancellation or deadline."""
+    def _accept(self, row: _Row, hidden: torch.Tensor, codes: torch.Tensor, on_device: torch.Tensor) -> None:
+        """Take the row's sampled codes (on the CPU, and `on_device` for the next step); finish it on
+        EOS, limit, cancellation or deadline."""
         handle = row.handle
         if handle.cancelled.is_set():
             row.done = True
@@ -351,7 +356,7 @@ class Engine:
             return
         row.hidden.append(hidden.float())
         row.history = torch.cat([history, codes.unsqueeze(-1)], dim=-1)[:, -PENALTY_WINDOW:]
-        row.last_codes = codes.to(self.pipe.device)
+        row.last_codes = on_device
         self.stats.decode_steps += 1
         if len(row.hidden) >= row.limit:
             self._finish(row, "speech-rate" if row.forced else "eos")

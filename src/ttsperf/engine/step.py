@@ -154,7 +154,8 @@ class GraphedStep:
         if replay is None:
             replay = self.graphs[bb, lb] = self._capture(bb, lb)
         hidden, logits = replay()
-        return hidden[:b].clone(), logits[:b].clone()
+        # rows keep their hidden states; the logits are read (sampled) before the next replay
+        return hidden[:b].clone(), logits[:b]
 
     def _capture(self, bb: int, lb: int) -> Callable[[], Outputs]:
         """Warm up on a side stream (cuBLAS workspaces, compile), then record. The static inputs

@@ -23,7 +23,7 @@ import torch
 
 from ttsperf.errors import UserError
 from ttsperf.export.gpt_step import INPUT_NAMES, OUTPUT_NAMES, GPTDecodeStep
-from ttsperf.export.shapes import RequestShape, recommend
+from ttsperf.export.shapes import RequestShape, fixed_dims, recommend
 from ttsperf.model.config import ModelConfig, get_config
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
@@ -58,15 +58,11 @@ def load_model(cfg: ModelConfig, assets: str | Path | None, seed: int = 0) -> Ch
     return model.float().eval()
 
 
-def _dims(cfg: ModelConfig) -> tuple[int, int, int]:
-    g = cfg.gpt
-    return g.num_hidden_layers, g.num_key_value_heads, g.hidden_size // g.num_attention_heads
-
-
 def random_inputs(cfg: ModelConfig, batch: int, context: int, seed: int) -> tuple[torch.Tensor, ...]:
     """Codes, positions (the longest row at the last slot, the rest anywhere before it), random KV."""
     gen = torch.Generator().manual_seed(seed)
-    layers, heads, head_dim = _dims(cfg)
+    d = fixed_dims(cfg.gpt)
+    layers, heads, head_dim = d["layers"], d["kv_heads"], d["head_dim"]
     codes = torch.randint(0, cfg.gpt.num_audio_tokens, (batch, cfg.gpt.num_vq), generator=gen)
     positions = torch.randint(0, context, (batch,), generator=gen)
     positions[0] = context - 1

@@ -28,7 +28,7 @@ import torch
 from ttsperf.engine.engine import _is_oom
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.pipeline import Pipeline
-from ttsperf.profile.measure import decode_step, kv_slots
+from ttsperf.profile.measure import decode_step
 from ttsperf.profile.schema import MaxBatchPoint, Measured
 from ttsperf.profile.search import largest_fitting
 
@@ -203,7 +203,8 @@ def search_max_batch(
                 method += f"; a probe's allocator peak must also stay within {budget_how}"
             peak_how = "torch.cuda.max_memory_allocated over one engine decode step at max_batch"
         else:
-            row = kv_slots(pipe, 1, ctx + 1).nbytes
+            elem = next(pipe.model.gpt.parameters()).element_size()
+            row = pipe.cfg.gpt.kv_bytes_per_token(elem) * (ctx + 1)  # one row's KV, not allocated
             batch, limit, peak, probes, line = budget_search(probe, budget_bytes, cap, row)
             method = f"memory budget {budget_bytes / GIB:.2f} GiB ({budget_how}); {line}"
             peak_how = "peak RSS (VmHWM, reset before the probe) over one engine decode step at max_batch"

@@ -41,7 +41,9 @@ def _sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def _time(fn: Callable[[], object], device: torch.device, repeats: int, warmup: int) -> tuple[float, float]:
+def median_time(
+    fn: Callable[[], object], device: torch.device, repeats: int, warmup: int
+) -> tuple[float, float]:
     """(median seconds, interquartile range)."""
     for _ in range(warmup):
         fn()
@@ -165,7 +167,7 @@ def profile_model(
                 torch.cuda.empty_cache()
                 torch.cuda.reset_peak_memory_stats(device)
             slots, step = decode_step(pipe, fwd, batch, ctx, gen)
-            t, spread = _time(step, device, repeats, warmup)
+            t, spread = median_time(step, device, repeats, warmup)
             how = _how(
                 repeats,
                 warmup,
@@ -196,7 +198,7 @@ def profile_model(
         say(f"prefill, {n} prompt tokens")
         slots = kv_slots(pipe, 1, n)
         e = torch.randn(1, n, g.hidden_size, generator=gen).to(device, dtype)
-        t, spread = _time(lambda: fwd.prefill(e, slots, 0), device, few, 1)  # noqa: B023
+        t, spread = median_time(lambda: fwd.prefill(e, slots, 0), device, few, 1)  # noqa: B023
         how = _how(few, 1, device, "slot-forward prefill of one prompt")
         prefill.append(PrefillPoint(prompt_tokens=n, seconds=_measured(t, spread, few, how)))
 
@@ -207,7 +209,7 @@ def profile_model(
     def whole() -> None:
         AudioDecoder(model, 0).emit(hidden, final=True)
 
-    t, spread = _time(whole, device, few, 1)
+    t, spread = median_time(whole, device, few, 1)
     seconds_of_audio = audio_steps / cfg.steps_per_second
     how = _how(few, 1, device, "Decoder + Vocos over 5 s of audio, divided by the audio seconds")
     decode_rate = _measured(t / seconds_of_audio, spread / seconds_of_audio, few, how, unit="s/s")
@@ -218,7 +220,7 @@ def profile_model(
         d.emitted = d.ctx_frames * d.hop  # as deep into a stream as a full left context reaches
         d.emit(hidden[: chunk_steps + 24], final=False)
 
-    t, spread = _time(one_chunk, device, few, 1)
+    t, spread = median_time(one_chunk, device, few, 1)
     how = _how(few, 1, device, "one streamed chunk (24 new steps + left context), Decoder + Vocos")
     chunk_seconds = _measured(t, spread, few, how)
 

@@ -62,7 +62,7 @@ def run_variant(v: Variant, config: str, device: str, batch: int, context: int, 
     from ttsperf.model.forward import SlotForward
     from ttsperf.model.kv import KVSlots
     from ttsperf.model.pipeline import Pipeline
-    from ttsperf.profile.measure import _time
+    from ttsperf.profile.measure import median_time
 
     dev = torch.device(device)
     if v.cuda_only and dev.type != "cuda":
@@ -104,8 +104,12 @@ def run_variant(v: Variant, config: str, device: str, batch: int, context: int, 
         "enabled": contextlib.nullcontext,
     }
     with grad_ctx[v.grad](), torch.autocast(dev.type, dtype=half, enabled=v.autocast):
-        step, step_spread = _time(lambda: model.embed.code_logits(fwd.decode(x, slots, pos)), dev, repeats, 2)
-        dec, _ = _time(lambda: AudioDecoder(model, 0).emit(hidden, final=True), dev, max(2, repeats // 3), 1)
+        step, step_spread = median_time(
+            lambda: model.embed.code_logits(fwd.decode(x, slots, pos)), dev, repeats, 2
+        )
+        dec, _ = median_time(
+            lambda: AudioDecoder(model, 0).emit(hidden, final=True), dev, max(2, repeats // 3), 1
+        )
     return {
         "variant": v.name, "applies": True, "step_ms": 1000 * step, "step_spread_ms": 1000 * step_spread,
         "decode_10s_ms": 1000 * dec, "weights_MB": weights / 1e6, "peak_MB": _peak_bytes(dev) / 1e6,

@@ -137,6 +137,11 @@ def load_profile(path: str | Path) -> ModelProfile:
         raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{p}: expected JSON, found a syntax error at line {exc.lineno}: {exc.msg}") from None
+    return profile_from_raw(raw, p)
+
+
+def profile_from_raw(raw: object, p: Path) -> ModelProfile:
+    """Validate a parsed profile (for a reader that has the JSON already); errors name `p`."""
     if not isinstance(raw, dict):
         raise UserError(f"{p}: expected a JSON object (a ttsperf profile), found {type(raw).__name__}")
     if raw.get("schema") != PROFILE_SCHEMA:

@@ -1,5 +1,5 @@
 """What a report says, independent of how it is written: sections of paragraphs, tables and
-charts, each section naming the files it came from. `html.py` and `markdown.py` render it."""
+charts, each section naming the files it came from. `render.py` writes it as HTML and as Markdown."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from ttsperf.profile.schema import (
     PROFILE_VERSION,
     READABLE_VERSIONS,
     ModelProfile,
-    load_profile,
+    profile_from_raw,
 )
 
 KNOWN = (
@@ -63,9 +63,6 @@ class Inputs:
             ("demo summary", self.demos),
         )
         return [(p, kind) for kind, items in kinds for p, _ in items]
-
-    def __len__(self) -> int:
-        return len(self.files())
 
 
 def _kind_and_version(raw: Any) -> tuple[str, str] | None:
@@ -182,9 +179,9 @@ def _check_versions(classified: list[tuple[Path, str, str, Any]]) -> None:
 def _load_one(inputs: Inputs, path: Path, kind: str, raw: Any) -> None:
     try:
         if kind == "bench":
-            inputs.bench.append((path, BenchRun.read(path)))
+            inputs.bench.append((path, BenchRun.model_validate(raw)))  # schema checked above
         elif kind == "profile":
-            inputs.profiles.append((path, load_profile(path)))
+            inputs.profiles.append((path, profile_from_raw(raw, path)))
         elif kind == "plan":
             inputs.plans.append((path, Plan.model_validate(raw)))
         elif kind == "optimizations":

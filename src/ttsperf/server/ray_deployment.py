@@ -25,15 +25,15 @@ from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ttsperf.engine.engine import Engine, EngineConfig
+from ttsperf.engine.engine import AUTO_BATCH_CAP, Engine, EngineConfig
 from ttsperf.engine.switches import Switches
 from ttsperf.model.pipeline import Pipeline
-from ttsperf.server.app import DEFAULT_MAX_BODY_BYTES, create_app
+from ttsperf.server.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_READ_TIMEOUT, create_app
+from ttsperf.server.run import KEEP_ALIVE_SECONDS
 
 log = logging.getLogger("ttsperf.server")
 APP_NAME = "ttsperf"
 DEPLOYMENT = "TTS"
-AUTO_BATCH_CAP = 64  # engine.auto_max_batch's cap: a replica never batches more with --max-batch auto
 INSTALL_HINT = "--ray needs Ray Serve: pip install 'ttsperf[ray]' (or pip install 'ray[serve]')"
 
 
@@ -47,6 +47,7 @@ class ReplicaSpec:
     switches: Switches = field(default_factory=Switches)
     api_key: str | None = None
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    read_timeout: float = DEFAULT_READ_TIMEOUT
 
     @property
     def max_ongoing(self) -> int:
@@ -137,7 +138,12 @@ class TTSReplica:
         log.info("replica %s: engine ready, max batch %d", self.replica, self.engine.max_batch)
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
-        app = create_app(self.engine, self.spec.api_key, max_body_bytes=self.spec.max_body_bytes)
+        app = create_app(
+            self.engine,
+            self.spec.api_key,
+            max_body_bytes=self.spec.max_body_bytes,
+            read_timeout=self.spec.read_timeout,
+        )
         app.add_middleware(_ReplicaHeader, replica=self.replica)
         return app
 
@@ -170,7 +176,8 @@ def start(
 
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, logging_level=log_level.upper())
-    serve.start(http_options={"host": host, "port": port})
+    # the same idle keep-alive as `ttsperf serve` (uvicorn's 5 s races clients reusing connections)
+    serve.start(http_options={"host": host, "port": port, "keep_alive_timeout_s": KEEP_ALIVE_SECONDS})
     serve.run(deployment(spec, settings), name=APP_NAME, route_prefix="/")  # returns once replicas are up
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
