@@ -9,13 +9,16 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
      context, with peak memory from the allocator and achieved weight bandwidth
   3. TF32 on/off (fp32 matmuls) and cudnn.benchmark on/off (Decoder+Vocos convolutions)
   4. the engine end to end: 16 concurrent synthetic requests, audio seconds per second
-  5. the engine's decode step (DecodeStep) eager, --compile, --cuda-graphs and both, at batch 1
-     and 16, context 512: step ms, compile seconds, greedy tokens vs eager. On a CPU dry run the
-     CUDA graph rows say "needs CUDA" and compile runs on the CPU.
+  5. the engine's whole step (decode + sampling + state update + its one host read) eager,
+     --compile, --cuda-graphs and both, at batch 1, 16, 64 and 256 (bf16): step ms, row-steps per
+     second and host reads per step (scalar reads and device-to-host copies, counted). On a CPU
+     dry run there are no CUDA-graph rows and compile runs on the CPU.
   6. the largest batch that fits (`profile --max-batch-search`'s OOM-safe bisection), fp32 and
      fp16, at 439 tokens (the guide's 8 s clip + a 64-token prompt) and 2048; and in fp16 at 439
      within the allocator budgets of a 10 GB RTX 3080 and a 40 GB A100 (card less ~0.8 GiB of CUDA
      context), the guide's "batch 4 OOMs on a 3080, an A100 runs batch 24"
+  7. streams held: closed loops of 16, 64, 128 and 256 streaming clients (5 s clips, bf16, CUDA
+     graphs) for 20 s each: TTFA p50/p99 and audio s/s; the most streams at TTFA p99 <= 300 ms
 """
 
 from __future__ import annotations
@@ -24,20 +27,24 @@ import argparse
 import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
+aten = torch.ops.aten
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from ttsperf.engine.engine import Engine, EngineConfig  # noqa: E402
-from ttsperf.engine.step import DecodeStep, GraphedStep  # noqa: E402
+from ttsperf.engine.switches import Switches  # noqa: E402
 from ttsperf.engine.types import SynthRequest  # noqa: E402
 from ttsperf.model.config import get_config  # noqa: E402
 from ttsperf.model.forward import SlotForward  # noqa: E402
 from ttsperf.model.kv import KVSlots  # noqa: E402
 from ttsperf.model.pipeline import DTYPES, Pipeline  # noqa: E402
+from ttsperf.model.sampling import SamplingParams  # noqa: E402
 from ttsperf.profile.maxbatch import search_max_batch  # noqa: E402
 from ttsperf.profile.measure import median_time  # noqa: E402
 
@@ -146,42 +153,130 @@ def engine_throughput(cfg, device, concurrency) -> dict:
     }
 
 
-@torch.inference_mode()
-def step_variants(cfg, device, dtype: str, batches: list[int], context: int, repeats: int) -> list[dict]:
-    """Eager vs compile vs CUDA graphs vs both, on one model and one set of KV slots."""
-    g = cfg.gpt
+class DeviceReads(TorchDispatchMode):
+    """Counts the host's waits on the device: scalar reads and device-to-host copies."""
+
+    SCALAR = {aten._local_scalar_dense.default, aten.is_nonzero.default, aten.equal.default}
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in self.SCALAR:
+            self.count += 1
+        elif func is aten.copy_.default and args[0].device.type == "cpu" and args[1].device.type != "cpu":
+            self.count += 1
+        elif func is aten._to_copy.default and args[0].device.type != "cpu":
+            self.count += torch.device(kwargs.get("device") or args[0].device).type == "cpu"
+        return func(*args, **kwargs)
+
+
+LONG_TEXT = "你好，这是一段用于压测的文本，长度八秒左右。" * 4  # ~700 steps: longer than any window here
+
+
+def engine_steps(cfg, device, dtype: str, batches: list[int], quick: bool) -> list[dict]:
+    """The engine's whole step (decode + sampling + state update + its host read) vs batch, for
+    eager, --compile, --cuda-graphs and both; one engine per variant, rows admitted per batch and
+    cancelled after. Host reads per step counted on 5 steps of each batch."""
     pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
-    slots = KVSlots(
-        g.num_hidden_layers, max(batches), g.num_key_value_heads, context + 1,  # +1: as the engine
-        g.hidden_size // g.num_attention_heads, dtype=DTYPES[dtype], device=device,
-    )  # fmt: skip
-    fwd = SlotForward(pipe.model.gpt)
-    eager = DecodeStep(pipe.model, fwd, slots)
-    compiled = DecodeStep(pipe.model, fwd, slots, compile=True)
-    compile_s = compiled.warm_up()
-    variants = {"eager": eager, "compile": compiled}
-    if device.type == "cuda":  # graphs capture on first call, inside timed()'s warm-up call
-        variants["cuda_graphs"] = GraphedStep(eager, slots, g.num_vq)
-        variants["compile+cuda_graphs"] = GraphedStep(compiled, slots, g.num_vq)
+    variants = {"eager": {}, "compile": {"compile": True}}
+    if device.type == "cuda":
+        variants |= {
+            "cuda_graphs": {"cuda_graphs": True},
+            "compile+cuda_graphs": {"compile": True, "cuda_graphs": True},
+        }
+    warm, measured = (2, 3) if quick else (5, 20)
     rows = []
-    for batch in batches:
-        gen = torch.Generator().manual_seed(batch)
-        codes = torch.randint(0, g.num_audio_tokens, (batch, g.num_vq), generator=gen).to(device)
-        positions = torch.full((batch,), context - 1, device=device)
-        ref = eager(codes, positions, context)[1]
-        base = None
-        for name, fn in variants.items():
-            ms = 1000 * timed(lambda: fn(codes, positions, context), device, repeats)  # noqa: B023
-            out = fn(codes, positions, context)[1]
-            base = base or ms
+    for name, switches in variants.items():
+        config = EngineConfig(
+            max_batch=max(batches), max_queue=max(batches), max_prompt_tokens=160, max_new_tokens=1024
+        )
+        engine = Engine(pipe, config, Switches(dtype=dtype, **switches))
+        with engine._contexts():
+            if engine.decode_step.compiled:
+                engine.decode_step.compile_now(engine.switch_report["compile"])
+            for batch in batches:
+                handles = [
+                    engine.submit(SynthRequest(LONG_TEXT, SamplingParams(seed=i))) for i in range(batch)
+                ]
+                while engine.running() < batch:
+                    engine._admit()
+                    engine._step()
+                for _ in range(warm):  # CUDA graphs capture here
+                    engine._step()
+                t0 = time.perf_counter()
+                for _ in range(measured):
+                    engine._step()
+                ms = 1000 * (time.perf_counter() - t0) / measured
+                with DeviceReads() as reads:
+                    for _ in range(5):
+                        engine._step()
+                for h in handles:
+                    h.cancel()
+                while engine.running():
+                    engine._step()
+                rows.append({
+                    "dtype": dtype, "batch": batch, "variant": name, "step_ms": ms,
+                    "row_steps_per_s": batch * 1000 / ms, "host_reads_per_step": reads.count / 5,
+                    "applied": {k: engine.switch_report[k]["applied"] for k in switches},
+                    "compile_s": engine.decode_step.compile_seconds,
+                    "graphs": len(engine.runner.graphed.graphs) if engine.runner.graphed else 0,
+                })  # fmt: skip
+        del engine
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+    return rows
+
+
+def _stream_client(engine, text: str, seed: int, stop: float, ttfa: list, audio: list) -> None:
+    """One closed-loop client: request, note the first chunk's delay, read to the end, again."""
+    while time.perf_counter() < stop:
+        t0 = time.perf_counter()
+        handle = engine.submit(SynthRequest(text, SamplingParams(seed=seed), stream=True))
+        event = handle.next_event_blocking(timeout=300)
+        ttfa.append(time.perf_counter() - t0)
+        while hasattr(event, "samples"):
+            event = handle.next_event_blocking(timeout=300)
+        audio.append(getattr(event, "audio_seconds", 0.0))
+
+
+def streams_at_ttfa(cfg, device, dtype: str, loads: list[int], seconds: float) -> list[dict]:
+    """Closed loops of N streaming clients (5 s of audio each) against one engine (CUDA graphs
+    where CUDA is): TTFA p50/p99 and audio seconds per second; the most N with p99 <= 300 ms is
+    the streams one GPU holds at that SLO."""
+    pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
+    switches = Switches(dtype=dtype, cuda_graphs=device.type == "cuda")
+    config = EngineConfig(
+        max_batch=max(loads), max_queue=2 * max(loads), max_prompt_tokens=160, max_new_tokens=512
+    )
+    engine = Engine(pipe, config, switches).start()
+    text = "你好，这是一段用于压测的文本，二十六个字。"  # ~5 s at the sourced speech rate
+    rows = []
+    try:
+        for n in loads:
+            ttfa: list[float] = []
+            audio: list[float] = []
+            stop = time.perf_counter() + seconds
+            t0 = time.perf_counter()
+            threads = [
+                threading.Thread(target=_stream_client, args=(engine, text, i, stop, ttfa, audio))
+                for i in range(n)
+            ]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - t0
+            q = sorted(ttfa)
+            p99 = q[min(len(q) - 1, int(0.99 * len(q)))]
             rows.append({
-                "dtype": dtype, "batch": batch, "variant": name, "step_ms": ms, "vs_eager": base / ms,
-                "tokens_equal": f"{int((out.argmax(-1) == ref.argmax(-1)).sum())}/{ref.argmax(-1).numel()}",
-                "max_logit_diff": float((out - ref).abs().max()),
-                "compile_s": compile_s if "compile" in name else 0.0,
+                "dtype": dtype, "streams": n, "requests": len(q), "ttfa_p50_ms": 1000 * q[len(q) // 2],
+                "ttfa_p99_ms": 1000 * p99, "audio_per_s": sum(audio) / wall,
             })  # fmt: skip
-        if device.type != "cuda":
-            rows.append({"dtype": dtype, "batch": batch, "variant": "cuda_graphs", "note": "needs CUDA"})
+    finally:
+        engine.stop(drain=False, timeout=60)
     return rows
 
 
@@ -248,18 +343,22 @@ def main() -> int:
     print("\nswitches:", json.dumps(result["switches"], indent=1))
     result["engine"] = engine_throughput(cfg, device, 4 if quick else 16)
     print("\nengine:", json.dumps(result["engine"]))
-    rows = []
-    for dtype in ["fp32"] if quick else ["fp32", "bf16"]:
-        rows += step_variants(cfg, device, dtype, [1, 16], 512, repeats=5 if quick else 50)
-    result["decode_step_variants"] = rows
-    print(f"\n{'dtype':<6}{'batch':>6}  {'variant':<20}{'step ms':>9}{'vs eager':>10}{'tokens':>9}"
-          f"{'max dlogit':>12}{'compile s':>11}")  # fmt: skip
-    for r in rows:
-        if "note" in r:
-            print(f"{r['dtype']:<6}{r['batch']:>6}  {r['variant']:<20}{r['note']:>9}")
-            continue
-        print(f"{r['dtype']:<6}{r['batch']:>6}  {r['variant']:<20}{r['step_ms']:>9.2f}{r['vs_eager']:>9.2f}x"
-              f"{r['tokens_equal']:>9}{r['max_logit_diff']:>12.2g}{r['compile_s']:>11.1f}")  # fmt: skip
+    dtype = "fp32" if device.type != "cuda" else "bf16"
+    result["engine_steps"] = engine_steps(cfg, device, dtype, [1, 4] if quick else [1, 16, 64, 256], quick)
+    print(f"\n{'dtype':<6}{'batch':>6}  {'variant':<20}{'step ms':>9}{'row-steps/s':>12}{'reads':>7}"
+          f"{'compile s':>10}")  # fmt: skip
+    for r in result["engine_steps"]:
+        print(f"{r['dtype']:<6}{r['batch']:>6}  {r['variant']:<20}{r['step_ms']:>9.2f}"
+              f"{r['row_steps_per_s']:>12.0f}{r['host_reads_per_step']:>7.1f}"
+              f"{r['compile_s']:>10.1f}")  # fmt: skip
+    loads = [2, 4] if quick else [16, 64, 128, 256]
+    result["streams_at_ttfa"] = streams_at_ttfa(cfg, device, dtype, loads, 2.0 if quick else 20.0)
+    print(
+        f"\n{'dtype':<6}{'streams':>8}{'requests':>9}{'TTFA p50 ms':>12}{'TTFA p99 ms':>12}{'audio s/s':>10}"
+    )
+    for r in result["streams_at_ttfa"]:
+        print(f"{r['dtype']:<6}{r['streams']:>8}{r['requests']:>9}{r['ttfa_p50_ms']:>12.0f}{r['ttfa_p99_ms']:>12.0f}"
+              f"{r['audio_per_s']:>10.1f}")  # fmt: skip
     result["max_batch"] = max_batch(cfg, device, quick)
     print(f"\n{'dtype':<6}{'within':<24}{'ctx':>6}{'max batch':>10}{'limit':>8}{'peak GiB':>9}{'s':>6}")
     for r in result["max_batch"]:

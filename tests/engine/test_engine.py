@@ -7,8 +7,8 @@ import time
 import numpy as np
 import pytest
 
+from ttsperf.engine.audio import context_frames
 from ttsperf.engine.engine import Engine, EngineConfig
-from ttsperf.engine.stream import context_frames
 from ttsperf.engine.switches import Switches
 from ttsperf.engine.types import NotAccepting, QueueFull, SynthError, SynthRequest, SynthResult, TextTooLong
 from ttsperf.model.length import SpeechRate

@@ -9,7 +9,6 @@ Tokens are compared exactly: every sampled code of every request, greedy, under 
 from __future__ import annotations
 
 import pytest
-import torch
 
 from ttsperf.engine.engine import Engine, EngineConfig
 from ttsperf.engine.step import GraphedStep, buckets, pick
@@ -30,17 +29,32 @@ TEXTS = [
 
 
 def record_tokens(engine: Engine) -> dict[str, list[list[int]]]:
-    """Every code the engine samples, per request text, in order (wraps the engine's own sampler)."""
+    """Every code the engine takes, per request text, in order (wraps the runner's own calls)."""
+    runner, state = engine.runner, engine.runner.state
     seen: dict[str, list[list[int]]] = {}
-    sample = engine._sample
+    text_of: dict[int, str] = {}  # slot -> request text
+    prefill, accept, remove = runner.prefill, runner._accept, runner.remove
 
-    def recording(rows, logits):
-        codes = sample(rows, logits)
-        for row, c in zip(rows, codes, strict=True):
-            seen.setdefault(row.handle.request.text, []).append(c.tolist())
-        return codes
+    def prefilling(rows):
+        first = state.size
+        text_of.update({first + i: r.text for i, r in enumerate(rows)})
+        return prefill(rows)
 
-    engine._sample = recording
+    def accepting(sl, hidden, logits, top):
+        before = state.steps[sl].clone()
+        accept(sl, hidden, logits, top)
+        took = (state.steps[sl] > before).tolist()
+        for i, codes in enumerate(state.codes[sl].tolist()):
+            if took[i]:
+                seen.setdefault(text_of[sl.start + i], []).append(codes)
+
+    def removing(slots):
+        moves = remove(slots)
+        for src, dst in moves:
+            text_of[dst] = text_of[src]
+        return moves
+
+    runner.prefill, runner._accept, runner.remove = prefilling, accepting, removing
     return seen
 
 
@@ -87,29 +101,30 @@ def test_cuda_graphs_on_cpu_say_why_and_the_engine_runs(eager_tokens):
         "applied": False,
         "note": "not applicable on cpu: CUDA graphs need a CUDA device",
     }
-    assert engine.graphed is None
+    assert engine.runner.graphed is None
     assert serve_all(engine) == eager_tokens
 
 
 class ReplayWithoutCapture(GraphedStep):
-    """GraphedStep with the one CUDA-only part, record and replay, replaced by running the step
-    on the same static buffers at the same bucketed shapes: everything else is the real code."""
+    """GraphedStep with the one CUDA-only part, record and replay, replaced by running the whole
+    step on the same persistent tensors at the same bucketed shapes: the rest is the real code."""
 
-    def _capture(self, bb, lb):
-        return lambda: self.step(self.codes[:bb], self.positions[:bb], lb)
+    def _capture(self, bb, lb, top):
+        return lambda: self.run(bb, lb, top)
 
 
 @pytest.mark.parametrize("max_graph_batch", [4, 2])
 def test_graph_buckets_pad_without_changing_tokens(eager_tokens, max_graph_batch):
     engine = new_engine(max_batch=4)
+    runner = engine.runner
     graphed = ReplayWithoutCapture(
-        engine.decode_step, engine.slots, TINY.gpt.num_vq, max_graph_batch=max_graph_batch
+        runner.run_step, runner.state, runner.slots.max_len, max_graph_batch=max_graph_batch
     )
-    engine.graphed = graphed
+    runner.graphed = graphed
     assert serve_all(engine) == eager_tokens
     assert graphed.batch_sizes == ([1, 2, 4] if max_graph_batch == 4 else [1, 2])
-    assert any(b == 4 for b, _ in graphed.graphs) == (max_graph_batch == 4)
-    assert all(length in graphed.context_sizes for _, length in graphed.graphs)
+    assert any(b == 4 for b, _, _ in graphed.graphs) == (max_graph_batch == 4)
+    assert all(length in graphed.context_sizes for _, length, _ in graphed.graphs)
     # batches of 3 and 4 are above the largest bucket of 2: they ran eagerly
     assert (graphed.eager_steps > 0) == (max_graph_batch == 2)
 
@@ -120,17 +135,6 @@ def test_buckets():
     assert buckets(2560, 256) == [256, 512, 1024, 2048, 2560]
     assert buckets(100, 256) == [100]
     assert pick(3, [1, 2, 4]) == 4 and pick(4, [1, 2, 4]) == 4 and pick(5, [1, 2, 4]) is None
-
-
-def test_graphed_step_clones_its_outputs():
-    """The engine keeps hidden states across steps; a replay must not overwrite them."""
-    engine = new_engine(max_batch=2)
-    graphed = ReplayWithoutCapture(engine.decode_step, engine.slots, TINY.gpt.num_vq)
-    static = torch.zeros(2, 3)
-    graphed._capture = lambda bb, lb: lambda: (static, static)
-    hidden, _ = graphed(torch.zeros(1, 4, dtype=torch.long), torch.zeros(1, dtype=torch.long), 1)
-    static.fill_(7.0)
-    assert hidden.shape == (1, 3) and float(hidden.abs().sum()) == 0.0
 
 
 def test_compile_with_int8_says_why_not_and_runs_eagerly():

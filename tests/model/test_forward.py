@@ -42,6 +42,6 @@ def test_prefill_and_decode_match_llama_model(tiny_pipe):
 def test_slot_move_keeps_a_row_intact(tiny_pipe):
     slots = _slots(tiny_pipe)
     slots.k[0][3, :, :5] = 7.0
-    slots.move(3, 1, 5)
+    slots.move_many(torch.tensor([3]), torch.tensor([1]), 5)
     assert torch.equal(slots.k[0][1, :, :5], slots.k[0][3, :, :5])
     assert slots.nbytes == KVSlots.bytes_needed(2, 4, 4, 128, 16, 4)

@@ -22,8 +22,14 @@ def test_gpu_check_dry_run_covers_every_section(tmp_path):
     )
     assert res.returncode == 0, res.stdout + res.stderr
     out = json.loads((tmp_path / "gpu_check.json").read_text())
-    assert {"correctness", "step_times", "switches", "engine", "decode_step_variants", "max_batch"} <= set(
-        out
-    )
+    assert {
+        "correctness",
+        "step_times",
+        "switches",
+        "engine",
+        "engine_steps",
+        "max_batch",
+        "streams_at_ttfa",
+    } <= set(out)
     (row,) = out["max_batch"]  # the dry run: fp32, one context, a 2 GiB budget, cap 64
     assert row["max_batch"] >= 1 and row["limit"] in ("budget", "cap") and row["probes"]

@@ -1,10 +1,12 @@
-"""The engine: one worker thread owns the model and the device; requests join and leave the
-running batch at decode-step boundaries (continuous batching).
+"""The engine's scheduler: one worker thread owns the model and the device; requests join and
+leave the running batch at decode-step boundaries (continuous batching).
 
-A finished sequence frees its slot at once and a waiting request is prefilled into it. Each row
-keeps its own sampling settings, seed, length limit and generator, so its output does not depend
-on who else is in the batch. Streaming rows emit audio every `chunk_steps` steps, decoding only
-the new frames (see stream.py).
+The scheduler decides — who joins (admission under a prefill token budget), who leaves (EOS,
+length limit, cancellation, deadline), what to do out of memory, how to drain — and the runner
+(runner.py) runs the step over the batch held in tensors. Per step the scheduler does NumPy work
+over the rows, and Python work only for the rows an event touches (joining, emitting audio,
+finishing). Each row keeps its own sampling settings and seed (stateless randomness), so its
+output does not depend on who else is in the batch.
 """
 
 from __future__ import annotations
@@ -16,12 +18,12 @@ import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
+import numpy as np
 import psutil
 import torch
 
+from ttsperf.engine.runner import Admission, Runner
 from ttsperf.engine.stats import EngineStats
-from ttsperf.engine.step import DecodeStep, GraphedStep
-from ttsperf.engine.stream import AudioDecoder
 from ttsperf.engine.switches import Switches, apply_switches
 from ttsperf.engine.types import (
     AudioChunk,
@@ -34,10 +36,8 @@ from ttsperf.engine.types import (
     TextTooLong,
 )
 from ttsperf.errors import UserError
-from ttsperf.model.forward import SlotForward
-from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
-from ttsperf.model.sampling import PENALTY_WINDOW, sample
+from ttsperf.model.sampling import row_seeds
 
 
 @dataclass(frozen=True)
@@ -49,12 +49,23 @@ class EngineConfig:
     first_chunk_steps: int = 24  # 0.51 s of audio before the first streamed chunk
     chunk_steps: int = 24
     lookahead_steps: int = 4
+    # prompt tokens (rows x longest prompt) prefilled at one step boundary: joining requests wait
+    # a step or more rather than stall the running streams for one long prefill
+    prefill_tokens: int = 2048
     request_timeout: float = 300.0
     retry_after: float = 1.0
     inject_oom_at_steps: frozenset[int] = field(default_factory=frozenset)  # fault injection (tests)
 
     def validate(self) -> EngineConfig:
-        for name in ("max_queue", "max_new_tokens", "max_prompt_tokens", "first_chunk_steps", "chunk_steps"):
+        names = (
+            "max_queue",
+            "max_new_tokens",
+            "max_prompt_tokens",
+            "first_chunk_steps",
+            "chunk_steps",
+            "prefill_tokens",
+        )
+        for name in names:
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected at least 1")
         if self.max_batch is not None and self.max_batch < 1:
@@ -75,7 +86,7 @@ def auto_max_batch(pipe: Pipeline, max_len: int, *, headroom: float = 0.5, cap: 
     """The largest batch whose KV slots fit in `headroom` of the free memory (device or host)."""
     g = pipe.cfg.gpt
     elem = next(pipe.model.gpt.parameters()).element_size()
-    per_row = g.kv_bytes_per_token(elem) * max_len
+    per_row = g.kv_bytes_per_token(elem) * max_len + 4 * g.hidden_size * max_len  # KV + kept states
     if pipe.device.type == "cuda":
         free = torch.cuda.mem_get_info(pipe.device)[0]
     else:
@@ -85,19 +96,13 @@ def auto_max_batch(pipe: Pipeline, max_len: int, *, headroom: float = 0.5, cap: 
 
 @dataclass
 class _Row:
+    """What the host keeps of a running request: only what events (audio, finishing) need."""
+
     handle: RequestHandle
-    limit: int
     forced: bool
-    generator: torch.Generator | None
-    audio: AudioDecoder
-    position: int = 0
-    started: float = 0.0
-    hidden: list[torch.Tensor] = field(default_factory=list)
-    history: torch.Tensor | None = None  # (num_vq, <= PENALTY_WINDOW)
-    last_codes: torch.Tensor | None = None
-    next_emit: int = 0
+    started: float
+    emitted: int = 0  # samples handed out
     chunks: int = 0
-    done: bool = False
 
 
 class Engine:
@@ -106,30 +111,22 @@ class Engine:
         self.config = (config or EngineConfig()).validate()
         self.switches = (switches or Switches(dtype=pipe.dtype_name)).validate()
         self.switch_report = apply_switches(self.switches, pipe.model, pipe.device)
-        g = pipe.cfg.gpt
         self.max_len = self.config.max_prompt_tokens + self.config.max_new_tokens
         self.max_batch = self.config.max_batch or auto_max_batch(pipe, self.max_len)
         self.effective_max_batch = self.max_batch  # shrinks after an out-of-memory
-        dtype = next(pipe.model.gpt.parameters()).dtype
-        if not dtype.is_floating_point:  # int8-quantised linear layers keep fp32 activations
-            dtype = torch.float32
-        # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
-        # which would be a shape of its own to compile.
-        capacity = self.max_len + int(self.switch_report["compile"]["applied"])
-        self.slots = KVSlots(
-            g.num_hidden_layers, self.max_batch, g.num_key_value_heads, capacity,
-            g.hidden_size // g.num_attention_heads, dtype=dtype, device=pipe.device,
-        )  # fmt: skip
-        self.forward = SlotForward(pipe.model.gpt)
-        compile = self.switch_report["compile"]["applied"]
-        self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
-        self.graphed: GraphedStep | None = None
-        if self.switch_report["cuda_graphs"]["applied"]:
-            self.graphed = GraphedStep(self.decode_step, self.slots, g.num_vq)
+        self.runner = Runner(
+            pipe,
+            max_batch=self.max_batch,
+            max_prompt_tokens=self.config.max_prompt_tokens,
+            max_new_tokens=self.config.max_new_tokens,
+            lookahead_steps=self.config.lookahead_steps,
+            switch_report=self.switch_report,
+        )
         self.stats = EngineStats()
         self._waiting: deque[RequestHandle] = deque()
+        self._cancelled: deque[RequestHandle] = deque()  # handles whose client went away
         self._admitting = 0  # taken off the queue, not yet a row (being prefilled): still pending
-        self._rows: list[_Row] = []
+        self._rows: list[_Row] = []  # row i is slot i of the runner's batch
         self._cv = threading.Condition()
         self._accepting = True
         self._stop = False
@@ -137,6 +134,14 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name="ttsperf-engine", daemon=True)
 
     # ------------------------------------------------------------------ public API
+
+    @property
+    def decode_step(self):
+        return self.runner.decode_step
+
+    @property
+    def slots(self):
+        return self.runner.slots
 
     def start(self) -> Engine:
         """Compile first (if asked), so no request waits for it; then start the worker."""
@@ -156,6 +161,10 @@ class Engine:
         if tokens > self.config.max_prompt_tokens:
             raise TextTooLong(tokens, self.config.max_prompt_tokens)
         handle = RequestHandle(request, loop)
+        handle.prompt_tokens = tokens
+        # drawn once: a request put back after an out-of-memory restarts identically
+        handle.seed = int(row_seeds([request.sampling.seed])[0])
+        handle.on_cancel = self._cancelled.append
         with self._cv:
             if not self._accepting:
                 raise NotAccepting("the engine is draining or stopped")
@@ -199,6 +208,7 @@ class Engine:
         return len(self._rows)
 
     def describe(self) -> dict:
+        graphed = self.runner.graphed
         return {
             "config": {**asdict(self.config), "inject_oom_at_steps": sorted(self.config.inject_oom_at_steps)},
             "max_batch": self.max_batch,
@@ -208,8 +218,8 @@ class Engine:
             "decode_step": {
                 "compiled_graphs": self.decode_step.compiles,
                 "compile_seconds": round(self.decode_step.compile_seconds, 3),
-                "cuda_graphs": sorted(self.graphed.graphs) if self.graphed else [],
-                "eager_fallback_steps": self.graphed.eager_steps if self.graphed else 0,
+                "cuda_graphs": sorted(graphed.graphs) if graphed else [],
+                "eager_fallback_steps": graphed.eager_steps if graphed else 0,
             },
             "device": str(self.pipe.device),
             "model": self.pipe.cfg.name,
@@ -241,7 +251,7 @@ class Engine:
                 except Exception as exc:  # noqa: BLE001 - a bug must not leave requests unanswered
                     for row in self._rows:
                         self._fail(row.handle, "internal", f"{type(exc).__name__}: {exc}")
-                    self._rows.clear()
+                    self._drop_all()
         with self._cv:  # stopped without drain: everything left is answered, not dropped
             left = list(self._waiting) + [r.handle for r in self._rows]
             self._waiting.clear()
@@ -249,137 +259,148 @@ class Engine:
         for handle in left:
             self._fail(handle, "shutdown", "the server is shutting down")
 
-    def _expired(self, handle: RequestHandle) -> bool:
-        limit = handle.request.timeout or self.config.request_timeout
-        return time.monotonic() - handle.submitted > limit
+    def _deadline(self, handle: RequestHandle) -> float:
+        return handle.submitted + (handle.request.timeout or self.config.request_timeout)
 
     def _admit(self) -> None:
-        while len(self._rows) < self.effective_max_batch:
-            with self._cv:
-                if not self._waiting:
-                    return
-                handle = self._waiting.popleft()
-                self._admitting += 1
-            try:
+        """Take every waiting request that fits (rows and the prefill token budget) and prefill
+        them together: one forward, whatever their number."""
+        joining: list[RequestHandle] = []
+        with self._cv:
+            longest = 0
+            while self._waiting and len(self._rows) + len(joining) < self.effective_max_batch:
+                tokens = max(longest, self._waiting[0].prompt_tokens)
+                if joining and tokens * (len(joining) + 1) > self.config.prefill_tokens:
+                    break
+                longest = tokens
+                joining.append(self._waiting.popleft())
+            self._admitting += len(joining)
+        try:
+            now = time.monotonic()
+            ready = []
+            for handle in joining:
                 if handle.cancelled.is_set():
                     self._fail(handle, "cancelled", "the client went away")
-                    continue
-                if self._expired(handle):
+                elif now > self._deadline(handle):
                     self._fail(handle, "timeout", "deadline passed while queued")
-                    continue
+                else:
+                    ready.append(handle)
+            if ready:
                 try:
-                    self._prefill(handle)
+                    self._prefill(ready)
                 except Exception as exc:
                     if not _is_oom(exc):
                         raise
-                    self._on_oom(requeue=[handle])
-                    return
-            finally:
-                with self._cv:
-                    self._admitting -= 1
+                    self._on_oom(requeue=ready)
+        finally:
+            with self._cv:
+                self._admitting -= len(joining)
 
-    def _new_row(self, handle: RequestHandle) -> _Row:
+    def _admission(self, handle: RequestHandle) -> Admission:
         req = handle.request
         max_new = min(req.max_new_tokens or self.config.max_new_tokens, self.config.max_new_tokens)
         forced = self.pipe.synthetic or req.fixed_length
-        limit = min(self.pipe.speech_rate.steps(req.text), max_new) if forced else max_new
-        seed = req.sampling.seed
-        gen = torch.Generator().manual_seed(seed) if seed is not None else None
-        return _Row(handle, limit, forced, gen, AudioDecoder(self.pipe.model, self.config.lookahead_steps))
+        return Admission(
+            text=req.text,
+            prompt=req.prompt,
+            params=req.sampling,
+            seed=handle.seed,
+            limit=min(self.pipe.speech_rate.steps(req.text), max_new) if forced else max_new,
+            forced=forced,
+            deadline=self._deadline(handle),
+            stream=req.stream,
+            first_emit=self.config.first_chunk_steps,
+        )
 
-    def _prefill(self, handle: RequestHandle) -> None:
-        row = self._new_row(handle)
-        row.started = time.monotonic()
-        ids, _, text_mask = self.pipe.prompt([handle.request.text], handle.request.prompt)
-        embeds = self.pipe.model.embed.embed_prompt(ids, text_mask)
+    def _prefill(self, handles: list[RequestHandle]) -> None:
+        admissions = [self._admission(h) for h in handles]
+        started = time.monotonic()
         t0 = time.perf_counter()
-        hidden = self.forward.prefill(embeds, self.slots, len(self._rows))
+        self.runner.prefill(admissions)
         self.stats.prefill_seconds.observe(time.perf_counter() - t0)
-        row.position = ids.shape[1]
-        self._rows.append(row)
-        codes = self._sample([row], self.pipe.model.embed.code_logits(hidden.unsqueeze(0)))
-        self._accept(row, hidden, codes[0], codes[0].to(self.pipe.device))
-        self._retire()
+        with self._cv:
+            self._rows.extend(_Row(h, a.forced, started) for h, a in zip(handles, admissions, strict=True))
 
     def _step(self) -> None:
-        rows = self._rows
+        state = self.runner.state
+        b = state.size
+        before = int(state.host["steps"][:b].sum())
         t0 = time.perf_counter()
         try:
             if self._step_count in self.config.inject_oom_at_steps:
                 self._step_count += 1
                 raise torch.OutOfMemoryError("injected out of memory (fault injection)")
-            codes = torch.stack([r.last_codes for r in rows])
-            positions = torch.tensor([r.position for r in rows], device=self.pipe.device)
-            length = max(r.position for r in rows) + 1  # from Python: no device sync
-            hidden, logits = (self.graphed or self.decode_step)(codes, positions, length)
+            self.runner.step()
         except Exception as exc:
             if not _is_oom(exc):
                 raise
             self._on_oom()
             return
-        codes = self._sample(rows, logits)
-        on_device = codes.to(self.pipe.device)  # one copy for the batch, the next step's input
         self._step_count += 1
-        self.stats.observe_step(len(rows), time.perf_counter() - t0)
-        for r, row in enumerate(rows):
-            row.position += 1
-            self._accept(row, hidden[r], codes[r], on_device[r])
-        self._retire()
+        self.stats.observe_step(b, time.perf_counter() - t0)
+        self.stats.decode_steps += int(state.host["steps"][:b].sum()) - before
+        self._events()
 
-    def _sample(self, rows: list[_Row], logits: torch.Tensor) -> torch.Tensor:
-        """All rows' next codes in one pass, each with its own settings, history and generator."""
-        g = self.pipe.cfg.gpt
-        history = torch.full((len(rows), g.num_vq, PENALTY_WINDOW), -1, dtype=torch.long)
-        for r, row in enumerate(rows):
-            if row.history is not None and row.history.shape[1]:
-                history[r, :, -row.history.shape[1] :] = row.history
-        allow = [not row.forced or len(row.hidden) >= row.limit for row in rows]
-        params = [row.handle.request.sampling for row in rows]
-        return sample(logits.cpu(), history, params, allow, g.eos_token, [row.generator for row in rows])
+    def _events(self) -> None:
+        """After a step: answer the rows that finished, emit the chunks that are due, drop the
+        rows that left. NumPy finds them; Python touches only them."""
+        h, b = self.runner.state.host, len(self._rows)
+        steps = h["steps"][:b]
+        finished = h["done"][:b] | (steps >= h["limits"][:b])
+        gone = h["deadline"][:b] < time.monotonic()
+        while self._cancelled:
+            handle = self._cancelled.popleft()
+            gone |= np.fromiter((r.handle is handle for r in self._rows), bool, b)
+        due = h["stream"][:b] & ~finished & (steps >= h["next_emit"][:b])
+        h["next_emit"][:b][due] = steps[due] + self.config.chunk_steps
+        leaving, emitting = [], []
+        for slot in np.flatnonzero(finished | due | gone).tolist():
+            row = self._rows[slot]
+            if gone[slot]:
+                leaving.append(slot)
+                if row.handle.cancelled.is_set():
+                    self._fail(row.handle, "cancelled", "the client went away")
+                else:
+                    self._fail(row.handle, "timeout", f"deadline passed after {steps[slot]} steps")
+                continue
+            if finished[slot]:
+                leaving.append(slot)
+            window = self.runner.audio.window(slot, int(steps[slot]), row.emitted, final=bool(finished[slot]))
+            if window is not None:
+                emitting.append(window)
+            elif finished[slot]:
+                self._finish(row, int(steps[slot]))
+        for window, samples in zip(emitting, self.runner.emit(emitting), strict=True):
+            row = self._rows[window.slot]
+            row.emitted = window.end
+            if samples.size:
+                row.handle.put(AudioChunk(samples, self.pipe.cfg.sample_rate, row.chunks))
+                row.chunks += 1
+            if finished[window.slot]:
+                self._finish(row, int(steps[window.slot]))
+        if leaving:
+            self._remove(leaving)
 
-    def _accept(self, row: _Row, hidden: torch.Tensor, codes: torch.Tensor, on_device: torch.Tensor) -> None:
-        """Take the row's sampled codes (on the CPU, and `on_device` for the next step); finish it on
-        EOS, limit, cancellation or deadline."""
-        handle = row.handle
-        if handle.cancelled.is_set():
-            row.done = True
-            self._fail(handle, "cancelled", "the client went away")
-            return
-        if self._expired(handle):
-            row.done = True
-            self._fail(handle, "timeout", f"deadline passed after {len(row.hidden)} steps")
-            return
-        g = self.pipe.cfg.gpt
-        history = row.history if row.history is not None else torch.zeros(g.num_vq, 0, dtype=torch.long)
-        if not row.forced and bool((codes == g.eos_token).any()):
-            self._finish(row, "eos")
-            return
-        row.hidden.append(hidden.float())
-        row.history = torch.cat([history, codes.unsqueeze(-1)], dim=-1)[:, -PENALTY_WINDOW:]
-        row.last_codes = on_device
-        self.stats.decode_steps += 1
-        if len(row.hidden) >= row.limit:
-            self._finish(row, "speech-rate" if row.forced else "eos")
-            return
-        if handle.request.stream and len(row.hidden) >= max(row.next_emit, self.config.first_chunk_steps):
-            self._emit(row, final=False)
-            row.next_emit = len(row.hidden) + self.config.chunk_steps
+    def _remove(self, slots: list[int]) -> None:
+        moves = self.runner.remove(slots)
+        rows = self._rows
+        for src, dst in moves:
+            rows[dst] = rows[src]
+        with self._cv:
+            del rows[len(rows) - len(slots) :]
 
-    def _emit(self, row: _Row, final: bool) -> None:
-        samples = row.audio.emit(row.hidden, final)
-        if samples.size:
-            row.handle.put(AudioChunk(samples, self.pipe.cfg.sample_rate, row.chunks))
-            row.chunks += 1
+    def _drop_all(self) -> None:
+        self.runner.state.truncate(0)
+        with self._cv:
+            self._rows.clear()
 
-    def _finish(self, row: _Row, source: str) -> None:
-        row.done = True
-        self._emit(row, final=True)
-        audio_seconds = row.audio.emitted / self.pipe.cfg.sample_rate
+    def _finish(self, row: _Row, steps: int) -> None:
+        audio_seconds = row.emitted / self.pipe.cfg.sample_rate
         self.stats.audio_seconds += audio_seconds
         self.stats.count("ok")
         row.handle.put(
             SynthResult(
-                steps=len(row.hidden),
+                steps=steps,
                 audio_seconds=audio_seconds,
                 queue_seconds=row.started - row.handle.submitted,
                 inference_seconds=time.monotonic() - row.started,
@@ -391,19 +412,6 @@ class Engine:
     def _fail(self, handle: RequestHandle, kind: str, message: str) -> None:
         self.stats.count(kind)
         handle.put(SynthError(kind, message))  # type: ignore[arg-type]
-
-    def _retire(self) -> None:
-        """Drop finished rows, moving the last row into each freed slot to keep rows 0..B-1 dense."""
-        i = 0
-        while i < len(self._rows):
-            if self._rows[i].done:
-                last = len(self._rows) - 1
-                if i != last:
-                    self.slots.move(last, i, self._rows[last].position)
-                    self._rows[i] = self._rows[last]
-                self._rows.pop()
-            else:
-                i += 1
 
     def _on_oom(self, requeue: list[RequestHandle] | None = None) -> None:
         """Out of memory: shrink the batch and go on. The newest rows that have streamed nothing
@@ -418,7 +426,7 @@ class Engine:
             if len(self._rows) <= 1:
                 for row in self._rows:
                     self._fail(row.handle, "oom", "out of memory even alone in the batch")
-                self._rows.clear()
+                self._drop_all()
                 return
             keep = max(1, len(self._rows) // 2)
             for row in self._rows[keep:]:
@@ -426,11 +434,13 @@ class Engine:
                     self._fail(row.handle, "oom", "out of memory after audio was streamed")
                 else:
                     back.append(row.handle)
-            del self._rows[keep:]
-        elif not self._rows:
-            for handle in back:
-                self._fail(handle, "oom", "out of memory prefilling alone")
+            self.runner.state.truncate(keep)
+            with self._cv:
+                del self._rows[keep:]
+        elif not self._rows and len(back) == 1:
+            self._fail(back[0], "oom", "out of memory prefilling alone")
             return
-        self.effective_max_batch = max(1, len(self._rows))
+        # a prefill of several that failed alone retries with half as many
+        self.effective_max_batch = max(1, len(self._rows) or len(back) // 2)
         with self._cv:
             self._waiting.extendleft(reversed(back))

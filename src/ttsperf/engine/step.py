@@ -3,8 +3,8 @@
     step(codes (B, num_vq), positions (B,), length) -> hidden (B, H), logits (B, num_vq, V) float32
 
 Embed the rows' last codes, run the slot forward (each row writes its K/V at its own position and
-attends over KV positions 0..length-1, masked per row), apply the 4 code heads. Sampling stays
-outside: it runs per row with CPU generators.
+attends over KV positions 0..length-1, masked per row), apply the 4 code heads. Sampling and the
+batch-state update follow on the device (runner.py); `GraphedStep` captures all of it.
 
 compile: one `torch.compile(dynamic=True)` of the whole step. Under continuous batching the batch
 and the context length change every step; symbolic shapes cover them all with two graphs (batch 1
@@ -12,10 +12,11 @@ is specialised by dynamo, batch >= 2 is one graph), compiled once at start. Padd
 buckets instead costs one compile per (batch, context) bucket — tens of compiles of the full
 model — for no measured gain on CPU (docs/PERFORMANCE.md).
 
-cuda_graphs: CUDA graphs captured per (batch bucket, context bucket) over the engine's
-preallocated KV slots. The slots never move, so a graph reads and writes them in place; only
-codes and positions are copied into static buffers. Batches above the largest captured bucket
-run eagerly (a large batch amortises the launches; its graphs would only cost memory). Not
+cuda_graphs: CUDA graphs of the whole step (decode + sampling + state update) captured per
+(batch bucket, context bucket, candidates) over the engine's preallocated KV slots and batch
+tensors. Neither ever moves, so a graph reads and writes them in place, with no copies. Batches
+above the largest captured bucket run eagerly (a large batch amortises the launches; its graphs
+would only cost memory). Not
 `mode="reduce-overhead"`: its graph trees re-record for every new shape and copy inputs whose
 address is not static, and our context length changes every step.
 """
@@ -33,6 +34,7 @@ from ttsperf.model.weights import ChatTTSModel
 
 Outputs = tuple[torch.Tensor, torch.Tensor]
 StepFn = Callable[[torch.Tensor, torch.Tensor, int], Outputs]
+StepRun = Callable[[int, int, int], None]  # (batch, context length, candidates): the whole step
 
 
 class DecodeStep:
@@ -99,8 +101,10 @@ class DecodeStep:
         num_vq = len(self.embed.emb_code)
         # distinct sizes: dynamo would tie equal sizes (batch == length) to one symbol and guard on it
         for batch, length in ((1, 3), (2, 5))[: min(2, self.slots.max_batch)]:
-            codes = torch.zeros(batch, num_vq, dtype=torch.long, device=device)
-            positions = torch.full((batch,), length - 1, dtype=torch.long, device=device)
+            # normal tensors, as the engine's batch state is: an inference tensor is a guard miss
+            with torch.inference_mode(False):
+                codes = torch.zeros(batch, num_vq, dtype=torch.long, device=device)
+                positions = torch.full((batch,), length - 1, dtype=torch.long, device=device)
             self(codes, positions, length)
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -122,59 +126,55 @@ def pick(value: int, sizes: list[int]) -> int | None:
 
 
 class GraphedStep:
-    """CUDA graphs of `step`, one per (batch bucket, context bucket), captured on first use.
+    """CUDA graphs of the whole step — decode, sampling, state update — one per (batch bucket,
+    context bucket, candidates), captured on first use. `run(b, length, top)` is the eager step
+    (Runner.run_step); it reads and writes only the persistent batch tensors and the KV slots,
+    whose addresses never change, so a replay needs no input copies and no output clones.
 
-    Rows past the live batch are padding: code 0 at position 0 of a free slot (live rows occupy
-    slots 0..B-1, and a free slot's next prefill overwrites it); their outputs are dropped.
-    Outputs are cloned after each replay: the next replay (of any graph in the shared pool) may
-    overwrite the static ones, and the engine keeps hidden states across steps."""
+    Rows past the live batch are padding: free slots at position 0, marked done so they take
+    nothing (a free slot's next prefill overwrites it); their outputs are never read."""
 
-    def __init__(self, step: StepFn, slots: KVSlots, num_vq: int, *, max_graph_batch: int = 64):
-        self.step = step
-        device = slots.k[0].device
-        self.codes = torch.zeros(slots.max_batch, num_vq, dtype=torch.long, device=device)
-        self.positions = torch.zeros(slots.max_batch, dtype=torch.long, device=device)
-        self.batch_sizes = buckets(min(slots.max_batch, max_graph_batch), 1)
-        self.context_sizes = buckets(slots.max_len, 256)
-        self.graphs: dict[tuple[int, int], Callable[[], Outputs]] = {}
+    def __init__(self, run: StepRun, state, max_len: int, *, max_graph_batch: int = 64):
+        self.run, self.state = run, state
+        max_batch = state.codes.shape[0]
+        self.batch_sizes = buckets(min(max_batch, max_graph_batch), 1)
+        self.context_sizes = buckets(max_len, 256)
+        self.graphs: dict[tuple[int, int, int], Callable[[], None]] = {}
         self.eager_steps = 0
         self._pool = None
 
-    def __call__(self, codes: torch.Tensor, positions: torch.Tensor, length: int) -> Outputs:
-        b = codes.shape[0]
+    def __call__(self, b: int, length: int, top: int) -> None:
         bb, lb = pick(b, self.batch_sizes), pick(length, self.context_sizes)
         if bb is None or lb is None:
             self.eager_steps += 1
-            return self.step(codes, positions, length)
-        self.codes[:b].copy_(codes)
-        self.positions[:b].copy_(positions)
-        self.codes[b:bb].zero_()
-        self.positions[b:bb].zero_()
-        replay = self.graphs.get((bb, lb))
+            return self.run(b, length, top)
+        self.state.positions[b:bb] = 0
+        self.state.done[b:bb] = True
+        replay = self.graphs.get((bb, lb, top))
         if replay is None:
-            replay = self.graphs[bb, lb] = self._capture(bb, lb)
-        hidden, logits = replay()
-        # rows keep their hidden states; the logits are read (sampled) before the next replay
-        return hidden[:b].clone(), logits[:b]
+            replay = self.graphs[bb, lb, top] = self._capture(bb, lb, top)
+        replay()
 
-    def _capture(self, bb: int, lb: int) -> Callable[[], Outputs]:
-        """Warm up on a side stream (cuBLAS workspaces, compile), then record. The static inputs
-        already hold this step's rows: a step is idempotent (it writes position p before reading
-        0..p), so the warm-up runs write exactly what the replay writes next."""
-        codes, positions = self.codes[:bb], self.positions[:bb]
+    def _capture(self, bb: int, lb: int, top: int) -> Callable[[], None]:
+        """Warm up on a side stream (cuBLAS workspaces, compile), then record, then put the batch
+        state back as it was: warm-up and recording each ran the step once. (Their K/V writes
+        repeat at the same positions with the same inputs, so the slots need no restoring.)"""
+        saved = [t[:bb].clone() for t in self.state.tensors()]
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(2):
-                self.step(codes, positions, lb)
+                self._restore(saved, bb)
+                self.run(bb, lb, top)
         torch.cuda.current_stream().wait_stream(side)
+        self._restore(saved, bb)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self._pool):
-            out = self.step(codes, positions, lb)
+            self.run(bb, lb, top)
         self._pool = graph.pool()
+        self._restore(saved, bb)
+        return graph.replay
 
-        def replay() -> Outputs:
-            graph.replay()
-            return out
-
-        return replay
+    def _restore(self, saved: list[torch.Tensor], bb: int) -> None:
+        for t, copy in zip(self.state.tensors(), saved, strict=True):
+            t[:bb].copy_(copy)

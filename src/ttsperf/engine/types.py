@@ -7,6 +7,7 @@ import itertools
 import queue
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -90,6 +91,10 @@ class RequestHandle:
         self._aq: asyncio.Queue[Event] | None = asyncio.Queue() if loop is not None else None
         self._q: queue.Queue[Event] = queue.Queue()
         self.cancelled = threading.Event()
+        # set by the engine at submission
+        self.prompt_tokens = 0
+        self.seed = 0
+        self.on_cancel: Callable[[RequestHandle], None] | None = None
 
     # -- producer (engine thread)
     def put(self, event: Event) -> None:
@@ -104,7 +109,10 @@ class RequestHandle:
     # -- consumer
     def cancel(self) -> None:
         """Free the slot at the next step boundary (a client that went away)."""
-        self.cancelled.set()
+        if not self.cancelled.is_set():
+            self.cancelled.set()
+            if self.on_cancel is not None:
+                self.on_cancel(self)  # the engine looks for it at the next step, not every row every step
 
     async def next_event(self) -> Event:
         assert self._aq is not None, "submit(..., loop=...) for asyncio use"

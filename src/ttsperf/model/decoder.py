@@ -36,6 +36,10 @@ class ConvNeXtBlock(nn.Module):
         return x + y.transpose(1, 2)
 
 
+def _masker(mask: torch.Tensor | None):
+    return (lambda t: t) if mask is None else (lambda t: t * mask)
+
+
 class ConvStack(nn.Module):
     """The official `DVAEDecoder`: in-projection through a bottleneck, ConvNeXt blocks, 1x1 out."""
 
@@ -49,10 +53,15 @@ class ConvStack(nn.Module):
         )
         self.conv_out = nn.Conv1d(cfg.hidden, cfg.odim, kernel_size=1, bias=False)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.conv_in(x)
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """x (B, C, T). `mask` (B, 1, T), 1 on each row's frames and 0 on the padding after them:
+        every input to a wide conv is zeroed there, so a padded row computes what it computes
+        alone (a conv's own zero padding at its end), and rows of any length share one call."""
+        keep = _masker(mask)
+        conv1, act, conv2 = self.conv_in
+        y = conv2(keep(act(conv1(keep(x)))))
         for block in self.decoder_block:
-            y = block(y)
+            y = block(keep(y))
         return self.conv_out(y)
 
     @property
@@ -123,11 +132,12 @@ class MelDecoder(nn.Module):
         self.decoder = ConvStack(stack)
         self.out_conv = nn.Conv1d(stack.idim, N_MELS, 3, 1, 1, bias=False)
 
-    def features_to_mel(self, feats: torch.Tensor) -> torch.Tensor:
+    def features_to_mel(self, feats: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """`mask` (B, 1, 2T): per mel frame, as ConvStack.forward takes it."""
         # Each step's C channels are two frames of C/2: frame 2t is the first half, 2t+1 the second.
         b, c, t = feats.shape
         frames = feats.view(b, 2, c // 2, t).permute(0, 2, 3, 1).reshape(b, c // 2, 2 * t)
-        return self.out_conv(self.decoder(frames)) * self.coef
+        return self.out_conv(_masker(mask)(self.decoder(frames, mask))) * self.coef
 
 
 class Decoder(MelDecoder):
@@ -136,8 +146,8 @@ class Decoder(MelDecoder):
     def __init__(self, cfg: ModelConfig):
         super().__init__(cfg.decoder)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.features_to_mel(hidden)
+    def forward(self, hidden: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.features_to_mel(hidden, mask)
 
 
 class DVAE(MelDecoder):

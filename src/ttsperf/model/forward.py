@@ -53,17 +53,27 @@ class SlotForward:
 
     def prefill(self, embeds: torch.Tensor, slots: KVSlots, slot: int) -> torch.Tensor:
         """One prompt (1, P, H) into `slot` at positions 0..P-1 -> last hidden state (H,)."""
-        p = embeds.shape[1]
-        positions = torch.arange(p, device=embeds.device).unsqueeze(0)
+        return self.prefill_many(embeds, slots, slot, [embeds.shape[1]])[0]
+
+    def prefill_many(
+        self, embeds: torch.Tensor, slots: KVSlots, first: int, lengths: list[int]
+    ) -> torch.Tensor:
+        """n prompts, right-padded to (n, P, H), into slots first..first+n-1 at positions 0..P-1
+        -> each prompt's last hidden state (n, H). Attention is causal, so a prompt never sees
+        the padding after it; the padding's K/V land past the row's position, where its decode
+        steps overwrite them before any step reads them."""
+        n, p, _ = embeds.shape
+        positions = torch.arange(p, device=embeds.device).unsqueeze(0).expand(n, p)
         cos, sin = self.llama.rotary_emb(embeds, positions)
         cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
         h = embeds
         for i, layer in enumerate(self.layers):
             q, k, v = self._qkv(layer, layer.input_layernorm(h), cos, sin)
-            slots.write_prefix(i, slot, k[0], v[0])
+            slots.write_prefixes(i, first, k, v)
             out = F.scaled_dot_product_attention(q, self._expand(k), self._expand(v), is_causal=True)
             h = self._finish(layer, h, out)
-        return self.llama.norm(h)[0, -1]
+        last = torch.tensor(lengths, device=embeds.device) - 1
+        return self.llama.norm(h[torch.arange(n, device=embeds.device), last])
 
     def decode(
         self, embeds: torch.Tensor, slots: KVSlots, positions: torch.Tensor, length: int | None = None

@@ -1,8 +1,8 @@
 """Per-slot KV storage, allocated once: no step ever reallocates.
 
 Rows of the running batch occupy slots 0..B-1 contiguously, so a decode step reads
-`k[:B, :, :L]` as a view. When a row leaves, the last row moves into its slot (one copy of one
-row's cache), which keeps the batch dense without per-step gathers.
+`k[:B, :, :L]` as a view. When rows leave, the last rows move into their slots (one indexed copy
+per layer for all of a step's moves), which keeps the batch dense without per-step gathers.
 """
 
 from __future__ import annotations
@@ -37,13 +37,6 @@ class KVSlots:
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self.k, *self.v))
 
-    def write_prefix(self, layer: int, slot: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """k, v: (kv_heads, P, head_dim) for positions 0..P-1 of one slot."""
-        n = k.shape[1]
-        # under autocast the projections come out in half precision; the slots keep their dtype
-        self.k[layer][slot, :, :n] = k.to(self.k[layer].dtype)
-        self.v[layer][slot, :, :n] = v.to(self.v[layer].dtype)
-
     def write_step(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: (B, kv_heads, head_dim) at each row's own position (rows = slots 0..B-1)."""
         rows = torch.arange(k.shape[0], device=k.device)
@@ -53,10 +46,14 @@ class KVSlots:
     def view(self, layer: int, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k[layer][:batch, :, :length], self.v[layer][:batch, :, :length]
 
-    def move(self, src: int, dst: int, length: int) -> None:
-        """Copy slot src's first `length` positions into slot dst (compaction after a row leaves)."""
-        if src == dst:
-            return
+    def write_prefixes(self, layer: int, first: int, k: torch.Tensor, v: torch.Tensor) -> None:
+        """k, v: (n, kv_heads, P, head_dim) for positions 0..P-1 of slots first..first+n-1."""
+        n, p = k.shape[0], k.shape[2]
+        self.k[layer][first : first + n, :, :p] = k.to(self.k[layer].dtype)
+        self.v[layer][first : first + n, :, :p] = v.to(self.v[layer].dtype)
+
+    def move_many(self, src: torch.Tensor, dst: torch.Tensor, length: int) -> None:
+        """Copy slots src[i]'s first `length` positions into slots dst[i], all at once."""
         for k, v in zip(self.k, self.v, strict=True):
             k[dst, :, :length] = k[src, :, :length]
             v[dst, :, :length] = v[src, :, :length]

@@ -19,7 +19,17 @@ from ttsperf.model.config import ModelConfig
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.length import LengthSource, SpeechRate
-from ttsperf.model.sampling import PENALTY_WINDOW, SamplingParams, sample
+from ttsperf.model.sampling import (
+    PENALTY_WINDOW,
+    RowParams,
+    SamplingParams,
+    candidates,
+    row_seeds,
+    sample,
+    seed_key,
+    uniforms,
+    width,
+)
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
 from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
 
@@ -145,10 +155,12 @@ class Pipeline:
         source: LengthSource = "speech-rate" if forced is not None else "eos"
         embed, eos, g = self.model.embed, self.cfg.gpt.eos_token, self.cfg.gpt
         b = len(texts)
-        gens = [
-            torch.Generator().manual_seed(params.seed + i) if params.seed is not None else None
-            for i in range(b)
-        ]
+        # row i draws from seed + i: the engine's stateless generator, so a seeded request gives
+        # the same codes here as in the engine (row 0 of a batch is the request alone)
+        keys = seed_key(row_seeds([params.seed + i if params.seed is not None else None for i in range(b)]))
+        keys = keys.to(self.device)
+        rows = RowParams.of([params] * b, g.num_audio_tokens, self.device)
+        top = width(candidates(params, g.num_audio_tokens), g.num_audio_tokens)
         # Each row is prefilled alone into its own KV slot and decodes at its own position: no
         # padding, so a row's output does not depend on the other rows of the batch.
         prompts = [self.prompt([t], prompt) for t in texts]
@@ -169,8 +181,9 @@ class Pipeline:
         history = torch.zeros(b, g.num_vq, 0, dtype=torch.long, device=self.device)
         for step in range(max(limits)):
             logits = embed.code_logits(hidden)
-            allow = [forced is None or step >= limits[r] for r in range(b)]
-            nxt = sample(logits.cpu(), history.cpu(), [params] * b, allow, eos, gens).to(self.device)
+            allow = torch.tensor([forced is None or step >= limits[r] for r in range(b)], device=self.device)
+            steps = torch.full((b,), step, device=self.device)
+            nxt = sample(logits, history, rows, allow, eos, uniforms(keys, steps, g.num_vq), top)
             for r in range(b):
                 if done[r]:
                     continue

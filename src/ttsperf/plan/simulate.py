@@ -99,7 +99,7 @@ def chunk_plan(w: Workload) -> tuple[list[int], list[float]]:
     """Steps (from a row's start) at which chunks are emitted, and each chunk's audio seconds.
 
     A non-final chunk holds back `lookahead_steps` of audio whose right context is not decoded yet
-    (engine/stream.py), so the first chunk plays (24 - 4) steps and the last one the rest.
+    (engine/audio.py), so the first chunk plays (24 - 4) steps and the last one the rest.
     """
     ends, c = [], w.first_chunk_steps
     while c < w.steps:

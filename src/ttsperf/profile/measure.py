@@ -18,11 +18,20 @@ import psutil
 import torch
 
 from ttsperf import __version__
-from ttsperf.engine.stream import AudioDecoder
+from ttsperf.engine.audio import AudioDecoder
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
-from ttsperf.model.sampling import PENALTY_WINDOW, SamplingParams, sample
+from ttsperf.model.sampling import (
+    PENALTY_WINDOW,
+    RowParams,
+    SamplingParams,
+    candidates,
+    sample,
+    seed_key,
+    uniforms,
+    width,
+)
 from ttsperf.profile.schema import (
     DeviceInfo,
     Measured,
@@ -104,12 +113,17 @@ def decode_step(
     x = torch.randn(batch, g.hidden_size, generator=gen).to(device, dtype)
     pos = torch.full((batch,), ctx, device=device)
     history = torch.randint(0, g.num_audio_tokens - 1, (batch, g.num_vq, PENALTY_WINDOW), generator=gen)
-    gens = [torch.Generator().manual_seed(r) for r in range(batch)]
-    params = [SamplingParams(seed=0)] * batch
+    history = history.to(device)
+    params = RowParams.of([SamplingParams()] * batch, g.num_audio_tokens, device)
+    top = width(candidates(SamplingParams(), g.num_audio_tokens), g.num_audio_tokens)
+    keys = seed_key(torch.arange(batch)).to(device)
+    steps = torch.full((batch,), ctx, device=device)
+    allow = torch.ones(batch, dtype=torch.bool, device=device)
 
     def step() -> None:
-        logits = pipe.model.embed.code_logits(fwd.decode(x, slots, pos)).cpu()
-        sample(logits, history, params, [True] * batch, g.eos_token, gens)
+        logits = pipe.model.embed.code_logits(fwd.decode(x, slots, pos))
+        codes = sample(logits, history, params, allow, g.eos_token, uniforms(keys, steps, g.num_vq), top)
+        codes.cpu()  # the engine's one host read per step
 
     return slots, step
 

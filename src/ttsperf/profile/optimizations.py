@@ -57,7 +57,7 @@ def _peak_bytes(device: torch.device) -> int:
 
 def run_variant(v: Variant, config: str, device: str, batch: int, context: int, repeats: int) -> dict:
     """In this process: one variant's step time, Decoder+Vocos time, weights and peak memory."""
-    from ttsperf.engine.stream import AudioDecoder
+    from ttsperf.engine.audio import AudioDecoder
     from ttsperf.model.config import get_config
     from ttsperf.model.forward import SlotForward
     from ttsperf.model.kv import KVSlots

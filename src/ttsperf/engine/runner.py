@@ -1,0 +1,163 @@
+"""What runs on the device: the KV slots, the persistent batch, the step, sampling and audio.
+
+The scheduler (engine.py) decides who runs; the runner runs them. Per step it makes a fixed
+number of device calls whatever the batch: at most one prefill forward for every row that joins
+(right-padded prompts), one decode forward for every running row, one sampling pass, one state
+update, one device-to-host copy of (steps done, EOS) per row, and one Decoder+Vocos call per
+window-length bucket for the rows that emit audio.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ttsperf.engine.audio import BatchedAudio, Window
+from ttsperf.engine.batch import BatchState
+from ttsperf.engine.step import DecodeStep, GraphedStep
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.kv import KVSlots
+from ttsperf.model.pipeline import Pipeline
+from ttsperf.model.sampling import RowParams, SamplingParams, candidates, sample, seed_key, uniforms, width
+
+
+@dataclass(frozen=True)
+class Admission:
+    """One request's row, as the scheduler hands it to the runner."""
+
+    text: str
+    prompt: str
+    params: SamplingParams
+    seed: int
+    limit: int
+    forced: bool
+    deadline: float
+    stream: bool
+    first_emit: int
+
+
+class Runner:
+    def __init__(
+        self,
+        pipe: Pipeline,
+        *,
+        max_batch: int,
+        max_prompt_tokens: int,
+        max_new_tokens: int,
+        lookahead_steps: int,
+        switch_report: dict,
+    ):
+        self.pipe = pipe
+        g = pipe.cfg.gpt
+        self.num_vq, self.vocab, self.eos = g.num_vq, g.num_audio_tokens, g.eos_token
+        dtype = next(pipe.model.gpt.parameters()).dtype
+        if not dtype.is_floating_point:  # int8-quantised linear layers keep fp32 activations
+            dtype = torch.float32
+        compile = switch_report["compile"]["applied"]
+        # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
+        # which would be a shape of its own to compile.
+        capacity = max_prompt_tokens + max_new_tokens + int(compile)
+        self.slots = KVSlots(
+            g.num_hidden_layers, max_batch, g.num_key_value_heads, capacity,
+            g.hidden_size // g.num_attention_heads, dtype=dtype, device=pipe.device,
+        )  # fmt: skip
+        self.forward = SlotForward(pipe.model.gpt)
+        self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
+        self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, pipe.device)
+        self.audio = BatchedAudio(pipe.model, lookahead_steps)
+        self.graphed: GraphedStep | None = None
+        if switch_report["cuda_graphs"]["applied"]:
+            self.graphed = GraphedStep(self.run_step, self.state, capacity)
+        self._arange = torch.arange(max_batch, device=pipe.device)
+
+    # ------------------------------------------------------------------ rows in
+
+    def prefill(self, rows: list[Admission]) -> slice:
+        """Prefill every joining row in one forward and sample its first codes -> its slice.
+        Nothing is kept if it fails (an out-of-memory leaves the batch as it was)."""
+        pipe, s = self.pipe, self.state
+        prompts = [pipe.prompt([r.text], r.prompt) for r in rows]
+        lengths = [ids.shape[1] for ids, _, _ in prompts]
+        longest = max(lengths)
+        ids = torch.zeros(len(rows), longest, self.num_vq, dtype=torch.long, device=pipe.device)
+        text = torch.zeros(len(rows), longest, dtype=torch.bool, device=pipe.device)
+        for r, (i, _, m) in enumerate(prompts):  # right-padded: causal attention never sees it
+            ids[r, : i.shape[1]], text[r, : m.shape[1]] = i[0], m[0]
+        first = s.size
+        hidden = self.forward.prefill_many(
+            pipe.model.embed.embed_prompt(ids, text), self.slots, first, lengths
+        )
+        params = RowParams.of([r.params for r in rows], self.vocab)
+        keys = seed_key(torch.tensor([r.seed for r in rows]))
+        host = {
+            "deadline": [r.deadline for r in rows],
+            "stream": [r.stream for r in rows],
+            "next_emit": [r.first_emit for r in rows],
+            "kept": [candidates(r.params, self.vocab) for r in rows],
+        }
+        sl = s.add(lengths, [r.limit for r in rows], [r.forced for r in rows], keys, params, host)
+        try:
+            self._accept(sl, hidden, pipe.model.embed.code_logits(hidden), self._top(sl))
+        except BaseException:
+            s.truncate(first)
+            raise
+        return sl
+
+    # ------------------------------------------------------------------ the step
+
+    def step(self) -> None:
+        """One decode step for every row (graphed where captured), then the one copy to the host."""
+        s = self.state
+        b = s.size
+        length = int(s.host["positions"][:b].max()) + 1  # from the host's mirror: no device sync
+        top = self._top(slice(0, b))
+        (self.graphed or self.run_step)(b, length, top)
+        s.host["positions"][:b] += 1
+        s.sync()
+
+    def run_step(self, b: int, length: int, top: int) -> None:
+        """The whole step on the device, no host read: decode, sample, update the batch state."""
+        s = self.state
+        hidden, logits = self.decode_step(s.codes[:b], s.positions[:b], length)
+        self._accept(slice(0, b), hidden, logits, top)
+        s.positions[:b] += 1
+
+    def _top(self, sl: slice) -> int:
+        return width(int(self.state.host["kept"][sl].max()), self.vocab)
+
+    def _accept(self, sl: slice, hidden: torch.Tensor, logits: torch.Tensor, top: int) -> None:
+        """Sample each live row's next codes and take them; a row that samples EOS (and is not
+        length-forced) is done and keeps nothing of this step."""
+        s = self.state
+        steps, forced = s.steps[sl], s.forced[sl]
+        live = ~s.done[sl] & (steps < s.limits[sl])
+        u = uniforms(s.keys[sl], steps, self.num_vq)
+        new = sample(logits, s.history[sl], s.rows(sl), ~forced, self.eos, u, top)
+        eos = live & ~forced & (new == self.eos).any(dim=-1)
+        take = live & ~eos
+        s.done[sl] |= eos
+        # a row that takes nothing writes at its `steps`, past what it keeps (the spare step at most)
+        s.hidden[self._arange[sl], steps] = hidden.float()
+        s.codes[sl] = torch.where(take.unsqueeze(1), new, s.codes[sl])
+        shifted = torch.cat([s.history[sl, :, 1:], new.unsqueeze(-1)], dim=-1)
+        s.history[sl] = torch.where(take.view(-1, 1, 1), shifted, s.history[sl])
+        s.steps[sl] += take.long()
+
+    # ------------------------------------------------------------------ rows out
+
+    def emit(self, windows: list[Window]) -> list[np.ndarray]:
+        return self.audio.decode(self.state.hidden, windows) if windows else []
+
+    def remove(self, leaving: list[int]) -> list[tuple[int, int]]:
+        """Drop rows, keeping slots 0..B-1 dense -> the (src, dst) moves made."""
+        positions = self.state.host["positions"]
+        movers_length = 0
+        moves = self.state.compact(np.asarray(leaving, dtype=np.int64))
+        if moves:
+            src = torch.tensor([m[0] for m in moves], device=self.pipe.device)
+            dst = torch.tensor([m[1] for m in moves], device=self.pipe.device)
+            movers_length = int(positions[[d for _, d in moves]].max())  # moved already
+            self.slots.move_many(src, dst, movers_length)
+        return moves
