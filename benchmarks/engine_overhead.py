@@ -49,18 +49,27 @@ def child(batch: int) -> dict:
     from ttsperf.model.sampling import SamplingParams
 
     pipe = Pipeline.synthetic_model(TINY, seed=0)
-    engine = Engine(pipe, EngineConfig(max_batch=batch, max_queue=batch)).start()
-    handles = [engine.submit(SynthRequest(TEXT, SamplingParams(seed=i), stream=True)) for i in range(batch)]
+    engine = Engine(pipe, EngineConfig(max_batch=batch, max_queue=batch))
     stats = engine.stats
+    # Each step's end time and row-step count, recorded by the worker itself: the main thread
+    # only sleeps (coarsely), so no polling thread takes the GIL from the engine while it runs.
+    marks: list[tuple[float, int]] = []
+    step = engine._step
+
+    def marked_step() -> None:
+        step()
+        marks.append((time.perf_counter(), stats.decode_steps))
+
+    engine._step = marked_step
+    engine.start()
+    handles = [engine.submit(SynthRequest(TEXT, SamplingParams(seed=i), stream=True)) for i in range(batch)]
     while engine.running() < batch:
-        time.sleep(0.001)
-    start_steps = stats.step_seconds.n + 30  # past every row's first chunk
-    while stats.step_seconds.n < start_steps:
-        time.sleep(0.0005)
-    s0, r0, t0 = stats.step_seconds.n, stats.decode_steps, time.perf_counter()
-    while stats.step_seconds.n < s0 + WINDOW:
-        time.sleep(0.0005)
-    s1, r1, t1 = stats.step_seconds.n, stats.decode_steps, time.perf_counter()
+        time.sleep(0.05)
+    first = len(marks) + 30  # past every row's first chunk
+    while len(marks) <= first + WINDOW:
+        time.sleep(0.05)
+    (t0, r0), (t1, r1) = marks[first], marks[first + WINDOW]
+    s0, s1 = first, first + WINDOW
     running = engine.running()
     for h in handles:
         h.cancel()
@@ -92,13 +101,59 @@ def child(batch: int) -> dict:
             if i >= 5:
                 times.append(time.perf_counter() - t)
     model = statistics.median(times)
-    return {
+    out = {
         "batch": batch,
         "running": running,
         "wall_s": wall,
         "model_s": model,
         "row_steps_per_s": row_steps_per_s,
     }
+    try:  # this engine's own sampling and audio calls, bare: the work a GPU would do for them
+        out |= device_work(pipe, batch)
+    except ImportError:  # an engine without them (the base)
+        pass
+    return out
+
+
+def median_of(fn, n: int = 15) -> float:
+    times = []
+    for i in range(n + 3):
+        t = time.perf_counter()
+        fn()
+        if i >= 3:
+            times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def device_work(pipe, batch: int) -> dict:
+    """Seconds per step of the step's sampling pass and of its share of audio (each row emits two
+    chunks per 48 steps), run bare on the same thread: compute, not host bookkeeping."""
+    import torch
+
+    from ttsperf.engine.audio import BatchedAudio
+    from ttsperf.model import sampling as S
+    from ttsperf.model.config import TINY
+
+    g = TINY.gpt
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(batch, g.num_vq, g.num_audio_tokens, generator=gen)
+    history = torch.randint(0, g.num_audio_tokens - 1, (batch, g.num_vq, 16), generator=gen)
+    params = S.RowParams.of([S.SamplingParams()] * batch, g.num_audio_tokens)
+    top = S.width(S.candidates(S.SamplingParams(), g.num_audio_tokens), g.num_audio_tokens)
+    keys, steps = S.seed_key(torch.arange(batch)), torch.full((batch,), 100)
+    allow = torch.ones(batch, dtype=torch.bool)
+    audio = BatchedAudio(pipe.model, 4)
+    hidden = torch.randn(batch, 200, g.hidden_size, generator=gen)
+    emitted = (2 * 120 - 8) * audio.hop  # a steady-state chunk: 24 new steps after 120
+    windows = [audio.window(r, 144, emitted, final=False) for r in range(batch)]
+    with torch.inference_mode():
+        sampling = median_of(
+            lambda: S.sample(
+                logits.clone(), history, params, allow, g.eos_token, S.uniforms(keys, steps, g.num_vq), top
+            )
+        )
+        chunk_call = median_of(lambda: audio.decode(hidden, windows), n=5)
+    return {"sampling_s": sampling, "audio_s": chunk_call * 2 / WINDOW}
 
 
 def run_child(src: Path, batch: int) -> dict:
@@ -143,7 +198,7 @@ def main() -> None:
         return statistics.median(x[key] for x in runs[name, batch])
 
     print()
-    head = "| engine | B | wall/step ms | model ms | host us/row/step | audio s/s | efficiency |"
+    head = "| engine | B | wall/step ms | model ms | wall - model, us/row/step | audio s/s | efficiency |"
     print(head)
     print("|---|---|---|---|---|---|---|")
     for batch in batches:
@@ -155,6 +210,18 @@ def main() -> None:
                 f"| {name} | {batch} | {1e3 * wall:.2f} | {1e3 * model:.2f} | {host:.1f} | {audio:.1f} |"
                 f" {100 * model / wall:.0f}% |"
             )
+    print()
+    print("Where this engine's (wall - model) goes, per step: its sampling pass and its share of")
+    print("audio calls timed bare (compute a GPU would run), and what is left: host work.")
+    print()
+    print("| B | sampling ms | audio ms | host ms | host us/row/step |")
+    print("|---|---|---|---|---|")
+    for batch in batches:
+        wall, model = med("new", batch, "wall_s"), med("new", batch, "model_s")
+        sampling, audio = med("new", batch, "sampling_s"), med("new", batch, "audio_s")
+        host = wall - model - sampling - audio
+        per_row = 1e6 * host / batch
+        print(f"| {batch} | {1e3 * sampling:.2f} | {1e3 * audio:.2f} | {1e3 * host:.2f} | {per_row:.1f} |")
     if "base" in engines:
         print()
         print("| B | audio s/s new / base | host cost base / new |")

@@ -3,6 +3,9 @@
     make conformance   # once: .venv-conformance holds the official package
     .venv/bin/python benchmarks/engine_vs_baselines.py            # concurrency 1, 4, 16
     .venv/bin/python benchmarks/engine_vs_baselines.py --quick    # concurrency 1 and 4, fewer requests
+    # streaming at concurrency 16 and 64, bf16: this engine vs another commit's vs the official
+    git worktree add --detach /tmp/ttsperf-base fae7d39
+    .venv/bin/python benchmarks/engine_vs_baselines.py --streaming 16,64 --dtype bf16 --base /tmp/ttsperf-base
 
 All three load the same random chattts-size weights (fp32, an asset dir written by ttsperf) and
 speak the guide's sentence; random weights never emit EOS, so every request decodes exactly the
@@ -95,11 +98,11 @@ def closed_loop(submit, concurrency: int, requests: int, stream: bool) -> list[d
     return records
 
 
-def run_pipeline(assets, c, n, stream):
+def run_pipeline(assets, c, n, stream, dtype="fp32"):
     from ttsperf.model.config import CHATTTS
     from ttsperf.model.pipeline import Pipeline
 
-    pipe = Pipeline.from_assets(CHATTTS, assets)
+    pipe = Pipeline.from_assets(CHATTTS, assets, dtype=dtype)
     steps = pipe.speech_rate.steps(TEXT)
 
     def synthesize(_stream, record):
@@ -111,7 +114,7 @@ def run_pipeline(assets, c, n, stream):
     return serve_one_at_a_time(synthesize, c, n, stream)
 
 
-def run_official(assets, c, n, stream):
+def run_official(assets, c, n, stream, dtype="fp32"):
     import logging
 
     import numpy as np
@@ -128,6 +131,8 @@ def run_official(assets, c, n, stream):
     from ttsperf.model.config import CHATTTS
     from ttsperf.model.length import SpeechRate
 
+    # Always fp32: the official GPT casts its hidden states to float before the code heads
+    # (gpt.py, generate), so its modules cannot be cast to bf16 on a CPU (dtype error).
     off = official_modules(CHATTTS, Path(assets))
     chat = ChatTTS.Chat(logging.getLogger("official"))
     chat.device = chat.device_gpt = torch.device("cpu")
@@ -155,13 +160,13 @@ def run_official(assets, c, n, stream):
     return serve_one_at_a_time(synthesize, c, n, stream)
 
 
-def run_engine(assets, c, n, stream):
+def run_engine(assets, c, n, stream, dtype="fp32"):
     from ttsperf.engine.engine import Engine, EngineConfig
     from ttsperf.engine.types import AudioChunk, SynthRequest
     from ttsperf.model.config import CHATTTS
     from ttsperf.model.pipeline import Pipeline
 
-    pipe = Pipeline.from_assets(CHATTTS, assets)
+    pipe = Pipeline.from_assets(CHATTTS, assets, dtype=dtype)
     engine = Engine(pipe, EngineConfig(max_batch=c, max_new_tokens=1024, max_prompt_tokens=64)).start()
     engine.submit(SynthRequest(TEXT, fixed_length=True)).collect()  # warm-up
 
@@ -188,7 +193,8 @@ def child(args) -> None:
     import torch
 
     torch.set_num_threads(args.threads)
-    print("RESULT " + json.dumps(runner(args.assets, args.concurrency, args.requests, args.stream)))
+    records = runner(args.assets, args.concurrency, args.requests, args.stream, args.dtype)
+    print("RESULT " + json.dumps(records))
 
 
 # ----------------------------------------------------------------- orchestration and report
@@ -210,8 +216,61 @@ def summarize(records: list[dict]) -> dict:
         "p50": statistics.median(lat),
         "p99": pct(lat, 0.99),
         "ttfa_p50": statistics.median(ttfa),
+        "ttfa_p99": pct(ttfa, 0.99),
         "window": window,
     }
+
+
+def run_child(py: Path, src: Path, impl: str, assets, c: int, n: int, stream: bool, args) -> dict | None:
+    cmd = [str(py), __file__, "--impl", impl, "--assets", str(assets), "--concurrency", str(c),
+           "--requests", str(n), "--threads", str(args.threads), "--dtype", args.dtype]  # fmt: skip
+    cmd += ["--stream"] if stream else []
+    print(f"{impl} ({src}) c={c} n={n}{' stream' if stream else ''} ...", file=sys.stderr, flush=True)
+    out = subprocess.run(cmd, env=dict(os.environ, PYTHONPATH=str(src)), capture_output=True, text=True)
+    line = next((ln for ln in out.stdout.splitlines() if ln.startswith("RESULT ")), None)
+    if line is None:
+        print(out.stderr[-4000:], file=sys.stderr)
+        return None
+    return summarize(json.loads(line[7:]))
+
+
+def streaming(args, official_py: Path) -> int:
+    """Streaming clients at each concurrency: this engine, the --base tree's engine, and the
+    official package one request at a time (its throughput does not depend on the concurrency;
+    its TTFA is the queue: measured at the lowest concurrency with that many requests)."""
+    from ttsperf.model.assets import make_random_assets
+
+    points = [int(c) for c in args.streaming.split(",")]
+    engines = {"engine": ROOT / "src"}
+    if args.base:
+        engines["base engine"] = Path(args.base) / "src"
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        assets = make_random_assets(Path(tmp) / "asset", "chattts", seed=0)
+        for c in points:
+            for name, src in engines.items():
+                results[(name, c)] = run_child(Path(sys.executable), src, "engine", assets, c, c, True, args)
+        c0 = min(points)
+        fp32 = argparse.Namespace(**{**vars(args), "dtype": "fp32"})
+        results[("official", c0)] = run_child(
+            official_py, ROOT / "src", "official", assets, c0, c0, True, fp32
+        )
+    if any(v is None for v in results.values()):
+        return 1
+    print(f"\nChatTTS streaming on this CPU: random chattts-size weights, {args.dtype}, the guide's sentence "
+          f"(181 steps, 3.86 s of audio), {args.threads} threads, closed loop, n = C requests")  # fmt: skip
+    head = ("C", "server", "n", "audio s/s", "TTFA P50 s", "TTFA P99 s", "vs official")
+    print("{:>3} {:<12}{:>4}{:>11}{:>12}{:>12}{:>13}".format(*head))
+    official = results[("official", min(points))]["audio_per_s"]
+    for (name, c), r in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+        print(f"{c:>3} {name:<12}{r['n']:>4}{r['audio_per_s']:>11.3f}{r['ttfa_p50']:>12.2f}"
+              f"{r['ttfa_p99']:>12.2f}{r['audio_per_s'] / official:>12.2f}x")  # fmt: skip
+    if args.dtype != "fp32":
+        print(f"official: fp32 (it cannot run in {args.dtype}: its GPT casts hidden states to float)")
+    print("official: one request at a time, so its audio s/s holds at any concurrency and its TTFA grows")
+    print("with the queue (C requests: the last waits for C - 1 before it). P99 of n <= 64 is the max.")
+    print("command: .venv/bin/python " + " ".join(sys.argv))
+    return 0
 
 
 def main() -> int:
@@ -223,6 +282,9 @@ def main() -> int:
     ap.add_argument("--concurrency", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--requests", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--stream", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--streaming", help="streaming comparison at these concurrencies, e.g. 16,64")
+    ap.add_argument("--base", help="with --streaming: a checkout whose engine to compare (repo root)")
     args = ap.parse_args()
     if args.impl:
         child(args)
@@ -232,6 +294,8 @@ def main() -> int:
         print("the official package's venv is missing: run `make conformance` first", file=sys.stderr)
         return 2
     sys.path.insert(0, str(ROOT / "src"))
+    if args.streaming:
+        return streaming(args, official_py)
     from ttsperf.model.assets import make_random_assets
 
     points = [(1, 3), (4, 4)] if args.quick else [(1, 3), (4, 4), (16, 16)]

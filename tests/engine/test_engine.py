@@ -6,6 +6,7 @@ import time
 
 import numpy as np
 import pytest
+import torch
 
 from ttsperf.engine.audio import context_frames
 from ttsperf.engine.engine import Engine, EngineConfig
@@ -183,7 +184,8 @@ def test_int8_quantised_engine_runs():
         eng.stop()
     assert eng.describe()["switches"]["int8"]["applied"] is True
     assert isinstance(final, SynthResult) and np.isfinite(samples).all() and samples.size
-    assert any("quantized" in type(m).__module__ for m in pipe.model.gpt.modules())
+    weight = pipe.model.gpt.layers[0].mlp.up_proj.weight  # torchao's int8 weight-only tensor
+    assert type(weight).__name__ == "Int8Tensor" and weight.qdata.dtype == torch.int8
 
 
 def test_a_request_being_prefilled_counts_as_pending(tiny_pipe, monkeypatch):

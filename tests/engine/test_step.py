@@ -137,11 +137,13 @@ def test_buckets():
     assert pick(3, [1, 2, 4]) == 4 and pick(4, [1, 2, 4]) == 4 and pick(5, [1, 2, 4]) is None
 
 
-def test_compile_with_int8_says_why_not_and_runs_eagerly():
+def test_compile_applies_with_int8():
+    """torchao's int8 weights are tensor subclasses dynamo traces (by hand: 2 graphs, requests
+    served; the compile takes over a minute here, so tests only check what the switches report)."""
     engine = new_engine(Switches(compile=True, int8=True), max_batch=2)
-    report = engine.describe()["switches"]["compile"]
-    assert report["applied"] is False and "--int8" in report["note"]
-    assert engine.decode_step.compiled is False
+    switches = engine.describe()["switches"]
+    assert switches["compile"]["applied"] is True and switches["int8"]["applied"] is True
+    assert engine.decode_step.compiled is True
 
 
 def test_a_compile_that_fails_at_start_serves_eagerly_and_says_why(monkeypatch, eager_tokens):

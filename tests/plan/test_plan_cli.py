@@ -255,12 +255,12 @@ def test_slot_tokens_below_one_request_is_an_error():
 def test_engine_what_ifs():
     kw = dict(gpus="RTX 4090", scenario="offline", requests=200)
     built = make_plan(**kw).scenarios[0].rows[0]
-    batched = make_plan(engine="batched", **kw).scenarios[0].rows[0]
-    cheap_vocoder = make_plan(vocoder_overhead="1ms", **kw).scenarios[0].rows[0]
-    # per-row chunk decodes and per-request prefills serialise on the worker: batching them helps
-    assert batched.max_rate_rps > 1.5 * built.max_rate_rps
-    assert cheap_vocoder.max_rate_rps > built.max_rate_rps
+    v1 = make_plan(engine="v1", **kw).scenarios[0].rows[0]
+    cheap_vocoder = make_plan(engine="v1", vocoder_overhead="1ms", **kw).scenarios[0].rows[0]
+    # v1's per-row chunk decodes and per-request prefills serialise on the worker: batching helps
+    assert built.max_rate_rps > 1.5 * v1.max_rate_rps
+    assert cheap_vocoder.max_rate_rps > v1.max_rate_rps
     assert "--vocoder-overhead" in cheap_vocoder.basis["step.vocoder"].how
-    assert "what-if: one prefill call per step boundary" in batched.basis["p50_s"].how
+    assert "before v2 (fae7d39): one prefill per joining request" in v1.basis["p50_s"].how
     r = run("--engine", "fast", "--gpus", "T4")
-    assert r.exit_code == 2 and "--engine: expected one of ttsperf, batched, found 'fast'" in r.output
+    assert r.exit_code == 2 and "--engine: expected one of ttsperf, v1, found 'fast'" in r.output

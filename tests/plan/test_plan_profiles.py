@@ -256,3 +256,16 @@ def test_measured_chunk_call_is_the_vocoder_cost_per_row(make_profile):
     card = build_cards(load_catalog(only=["RTX 4090"]), [("p.json", prof)], "fp16")[0]
     assert card.step.vocoder(0.512) == 0.004 and card.step.vocoder(0.1) == 0.004
     assert "one chunk's call measured in p.json" in card.step.how["vocoder"]
+
+
+def test_profile_host_cost_per_row_replaces_the_default(profile_file):
+    prof = profile_file(device="RTX 4090", t_fixed=0.004)
+    d = json.loads(prof.read_text())
+    d["host_per_row_step_s"] = {"value": 2.5e-6, "unit": "s", "how": "engine step minus bare step"}
+    prof.write_text(json.dumps(d))
+    plan = make_plan(profile=[str(prof)], scenario="offline", gpus="RTX 4090,RTX 3090", requests=100)
+    fitted, default = _row(plan, "RTX 4090"), _row(plan, "RTX 3090")
+    assert fitted.basis["step.t_row"].kind == "measured"
+    assert fitted.basis["step.t_row"].how.startswith("2.5 us, measured in")
+    assert default.basis["step.t_row"].kind == "sourced"
+    assert default.basis["step.t_row"].how.startswith("5 us, measured: host share")

@@ -217,3 +217,23 @@ def test_cold_start_closed_loop_runs_in_waves_by_hand():
     assert longer.p50_s == pytest.approx(2 * service, rel=1e-9)  # 4 x S, then 12 x 2 S
     steady = simulate(e, Load("streams", 8), n_requests=400)
     assert steady.p50_s == pytest.approx(2 * service, rel=1e-9)
+
+
+def test_host_cost_per_row_adds_to_every_decode_step():
+    """B rows in lockstep, constant step t, host cost h per row: each decode step takes t + B h."""
+    t, h, steps = 0.01, 1e-4, 100
+    e = constant_engine(t, steps=steps, max_batch=8, prefill_s=0.0)
+    e.host_per_row_s = h
+    r = simulate(e, Load("streams", 8), n_requests=2000)
+    assert r.throughput_rps == pytest.approx(8 / ((steps - 1) * (t + 8 * h)), rel=0.02)
+    alone = simulate(e, Load("streams", 1), n_requests=20)
+    assert alone.p50_s == pytest.approx((steps - 1) * (t + h), rel=1e-9)
+
+
+def test_the_engine_as_built_batches_its_calls_and_pays_the_host_cost():
+    sm = StepModel("fp16", KV16, t_fixed=0.01, inv_bw=0.0, inv_flops=0.0, t_row=3e-6)
+    w = Workload(audio_seconds=2.0)
+    built, v1 = Engine.kind("ttsperf", sm, 8, w), Engine.kind("v1", sm, 8, w)
+    assert (built.batched_prefill, built.batched_vocoder, built.host_per_row_s) == (True, True, 3e-6)
+    assert (v1.batched_prefill, v1.batched_vocoder, v1.host_per_row_s) == (False, False, 0.0)
+    assert built.padded_attention and v1.padded_attention  # both pad the batch to its longest row

@@ -89,3 +89,11 @@ def test_fixed_overhead_is_the_intercept_no_row_adds():
 
 def test_profile_reports_its_fixed_overhead(prof):
     assert prof.fixed_step_overhead_s is None or prof.fixed_step_overhead_s.value > 0
+
+
+def test_profile_measures_the_engines_host_cost_per_row(prof, tiny_pipe):
+    host = prof.host_per_row_step_s
+    assert host is not None and host.value >= 0 and host.unit == "s"
+    assert "(engine step - bare decode step) at batch 4 minus at batch 1" in host.how
+    one = profile_model(tiny_pipe, batches=[2], contexts=[32], prompts=[8], repeats=2, warmup=1)
+    assert one.host_per_row_step_s is None  # one batch size cannot separate per-row from per-step

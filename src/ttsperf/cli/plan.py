@@ -237,7 +237,7 @@ def register(app: typer.Typer) -> None:
         engine: str = typer.Option(
             "ttsperf",
             "--engine",
-            help="ttsperf (as built) | batched (what-if: batch prefill and chunk decode).",
+            help="ttsperf (as built) | v1 (the engine before v2: per-request prefill and chunk decode).",
         ),
         vocoder_overhead: str = typer.Option(
             None, "--vocoder-overhead", help="What-if launch cost of one Decoder+Vocos call, e.g. 2ms."

@@ -52,9 +52,7 @@ class Runner:
         self.pipe = pipe
         g = pipe.cfg.gpt
         self.num_vq, self.vocab, self.eos = g.num_vq, g.num_audio_tokens, g.eos_token
-        dtype = next(pipe.model.gpt.parameters()).dtype
-        if not dtype.is_floating_point:  # int8-quantised linear layers keep fp32 activations
-            dtype = torch.float32
+        dtype = next(pipe.model.gpt.parameters()).dtype  # int8 weight-only: the activations' dtype
         compile = switch_report["compile"]["applied"]
         # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
         # which would be a shape of its own to compile.

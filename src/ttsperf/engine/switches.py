@@ -23,13 +23,11 @@ class Switches:
     compile: bool = False  # torch.compile the decode step's layers
     cuda_graphs: bool = False  # capture the decode step (CUDA only)
     checkpointing: bool = False  # activation checkpointing: saves nothing without autograd
-    int8: bool = False  # int8 weight-only (dynamic) quantisation of the GPT's linear layers
+    int8: bool = False  # int8 weight-only quantisation of the GPT's linear layers (torchao)
 
     def validate(self) -> Switches:
         if self.dtype not in ("fp32", "fp16", "bf16"):
             raise UserError(f"--dtype {self.dtype!r}: expected fp32, fp16 or bf16")
-        if self.int8 and self.dtype != "fp32":
-            raise UserError("--int8 needs --dtype fp32 (the quantised layers compute in fp32)")
         return self
 
 
@@ -60,21 +58,28 @@ def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.dev
         note("cuda_graphs", True, "decode step captured per (batch, context) bucket on first use")
     else:
         note("cuda_graphs", False, f"not applicable on {device.type}: CUDA graphs need a CUDA device")
-    if switches.compile and switches.int8:
-        # measured on tiny: 32 graphs for a 2-layer model, split at every quantised Linear
-        note("compile", False, "not with --int8: the dynamic int8 Linear breaks the graph at every layer")
-    elif switches.compile:
+    if switches.compile:
         note("compile", True, "torch.compile (inductor) of the decode step, dynamic batch and context")
     else:
         note("compile", False, "off")
     if switches.int8:
-        if cuda:
-            note("int8", False, "dynamic int8 quantisation runs on CPU only; use --dtype fp16/bf16 on CUDA")
-        else:
-            torch.ao.quantization.quantize_dynamic(
-                model.gpt, {torch.nn.Linear}, dtype=torch.qint8, inplace=True
-            )
-            note("int8", True, "torch.ao dynamic quantisation of the GPT's Linear layers")
+        quantize_int8(model.gpt)
+        note(
+            "int8",
+            True,
+            f"torchao int8 weight-only: the GPT's Linear weights in int8, activations {switches.dtype}",
+        )
     else:
         note("int8", False, "off")
     return report
+
+
+def quantize_int8(gpt: torch.nn.Module) -> None:
+    """int8 weight-only quantisation of every Linear layer (torchao's Int8WeightOnlyConfig): the
+    weights are stored as int8 with a scale per output channel and dequantised in the matmul,
+    activations keep the model's dtype. Works on CPU and CUDA."""
+    try:  # (ttsperf.model keeps torchao's import-time warnings out of the output)
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+    except ImportError:
+        raise UserError("--int8 needs torchao: pip install 'ttsperf[int8]' (or torchao)") from None
+    quantize_(gpt, Int8WeightOnlyConfig())

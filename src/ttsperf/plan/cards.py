@@ -136,6 +136,12 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
         card.step.how["t_fixed"] += (
             f"; the profile's own estimate: {p.fixed_step_overhead_s.value * 1e3:.2f} ms"
         )
+    if p.host_per_row_step_s is not None:
+        card.step.t_row = p.host_per_row_step_s.value
+        card.step.how["t_row"] = (
+            f"{card.step.t_row * 1e6:.1f} us, measured in {path}: {p.host_per_row_step_s.how}"
+        )
+        card.step.measured.add("t_row")
     if p.achieved_bandwidth_gbs is not None:
         card.step.how["mbu"] += (
             f"; the profile's achieved bandwidth: {p.achieved_bandwidth_gbs.value:.4g} GB/s"

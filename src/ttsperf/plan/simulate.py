@@ -1,12 +1,13 @@
 """Discrete-event simulation of the engine's scheduler (continuous batching) over a workload.
 
 One worker owns the device and loops (as ttsperf's engine does; see Engine for the options):
-  1. admit waiting requests while the batch has room (each is prefilled alone, in turn);
-  2. run one decode step for every running row, taking t(B, attended tokens): B x the longest
-     row's context, since the batch is padded to it;
-  3. at a step where rows reach a chunk boundary, decode each such row's new audio (one
-     Decoder+Vocos call per row); its chunk is emitted when that returns; a row whose last step
-     it was leaves the batch (its slot is free for the next step).
+  1. admit waiting requests while the batch has room (ttsperf's engine: all of them prefilled in
+     one call; its v1: each prefilled alone, in turn);
+  2. run one decode step for every running row, taking t(B, attended tokens) + B x the engine's
+     host cost per row: B x the longest row's context, since the batch is padded to it;
+  3. at a step where rows reach a chunk boundary, decode the new audio (ttsperf's engine: one
+     Decoder+Vocos call for every such row; v1: one call per row); chunks are emitted when that
+     returns; a row whose last step it was leaves the batch (its slot is free for the next step).
 Arrivals are open loop (Poisson or constant at a rate) or closed loop (N streams, each sending its
 next request as soon as the previous one completes).
 
@@ -35,10 +36,12 @@ P99_MIN_SAMPLES = 1000  # metrics.md: n < 10/(1-p) does not resolve a percentile
 
 @dataclass
 class Engine:
-    """The engine being simulated. Defaults follow ttsperf's own engine (engine/engine.py):
+    """The engine being simulated. The field defaults are the plainest engine (ttsperf's v1):
     decode attention reads every row up to the longest row's length (one padded, masked batch);
     each joining request is prefilled alone; each row's chunk is decoded by its own
-    Decoder+Vocos call."""
+    Decoder+Vocos call; no host cost per row. `Engine.kind("ttsperf", ...)` is the engine as
+    built (engine/runner.py): batched prefill, one audio call per step, the step model's host
+    cost per row per step."""
 
     step: StepModel
     max_batch: int
@@ -46,20 +49,22 @@ class Engine:
     padded_attention: bool = True  # False: each row reads only its own context
     batched_prefill: bool = False  # True: one prefill call for everyone joining at a boundary
     batched_vocoder: bool = False  # True: one Decoder+Vocos call per step for all emitting rows
+    host_per_row_s: float = 0.0  # host seconds per row per step, on top of t(B, L)
 
     @classmethod
     def kind(cls, name: str, step: StepModel, max_batch: int, workload: Workload) -> Engine:
-        """'ttsperf' (the engine as built) or 'batched' (what batching its per-request work would give)."""
-        if name == "batched":
-            return cls(step, max_batch, workload, False, True, True)
-        return cls(step, max_batch, workload)
+        """'ttsperf' (the engine as built) or 'v1' (ttsperf's engine before v2, for comparison)."""
+        if name == "v1":
+            return cls(step, max_batch, workload)
+        return cls(step, max_batch, workload, True, True, True, step.t_row)
 
 
 ENGINES = {
-    "ttsperf": "ttsperf serve's engine: one prefill per joining request, one Decoder+Vocos call per row's "
-    "chunk, attention padded to the longest row",
-    "batched": "what-if: one prefill call per step boundary, one Decoder+Vocos call per step for all rows, "
-    "attention over each row's own length",
+    "ttsperf": "ttsperf serve's engine: one prefill call for every request joining at a step, one "
+    "Decoder+Vocos call per step for every row that emits, attention padded to the longest row, "
+    "a host cost per row per step",
+    "v1": "ttsperf's engine before v2 (fae7d39): one prefill per joining request, one Decoder+Vocos "
+    "call per row's chunk, attention padded to the longest row",
 }
 
 
@@ -284,10 +289,10 @@ def simulate(
         # when a slot is free (so it can join).
         t_arr = arrivals[0][0] - now if (batch < maxb and arrivals) else math.inf
         ctx0 = attended_tokens(engine.padded_attention, batch, prompt, g, starts[0], sum_start)
-        coef = (c0, c1, c2, c3, c4)
+        coef = (c0 + engine.host_per_row_s * batch, c1, c2, c3, c4)
         if sm.correction is not None:  # a measured correction, taken constant over the run
             f = sm.factor(batch, ctx0 + batch * k / 2)
-            coef = (c0 * f, c1 * f, c2 * f, c3 * f, c4 * f)
+            coef = (c0 * f + engine.host_per_row_s * batch, c1 * f, c2 * f, c3 * f, c4 * f)
         elapsed, stop = _run_steps(coef, batch, ctx0, k, t_arr)
         now += elapsed
         g += stop

@@ -27,6 +27,17 @@ DEFAULT_T_FIXED_S = 0.010
 DEFAULT_T_FIXED_SOURCE = (
     "quote: 6-14 ms/step at batch 1 on an RTX 4090, stock eager (reference/chattts.md); midpoint"
 )
+# The engine's host work per row per step (NumPy bookkeeping over the batch, Python only for rows
+# an event touches): what remains of ttsperf's engine step once the model forward, the sampling
+# pass and the audio calls are taken out, measured on tiny (whose model work is small): about
+# 1.5 ms per step whatever the batch (eager dispatch: t_fixed's part on a GPU) plus a per-row
+# share below the measurement's resolution; at batch 256 the whole host share is 4.3 us per row
+# (benchmarks/engine_overhead.py, docs/PERFORMANCE.md). A profile of the card replaces it.
+DEFAULT_T_ROW_S = 5e-6
+DEFAULT_T_ROW_SOURCE = (
+    "measured: host share of ttsperf's engine step on tiny at batch 256, 4.3 us per row per step "
+    "(benchmarks/engine_overhead.py, docs/PERFORMANCE.md), rounded up"
+)
 # Model bandwidth utilisation: serving stacks reach ~60-85% of peak bandwidth in decode
 # (rule of thumb, open-source-ai.tech glossary "model bandwidth utilization"); an eager PyTorch
 # engine sits at the low end.
@@ -114,6 +125,9 @@ class StepModel:
     vocoder_call_s: float | None = None  # one streamed chunk's call, measured on this card
     vocoder_fixed: float | None = None  # a call's launch cost; None = t_fixed (assumption)
     correction: Correction | None = None  # measured/roofline on this card's profile grid
+    # The engine's host work per row per step (NumPy bookkeeping; engine/engine.py), added by
+    # the simulator for ttsperf's engine on top of t(B, L); not part of the device's roofline.
+    t_row: float = 0.0
 
     def roofline(self, batch, sum_context):
         """t_fixed + max(bytes/(BW MBU), flops/(peak MFU)) for `batch` rows holding `sum_context` tokens."""
@@ -197,8 +211,10 @@ def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tf
         t_fixed=DEFAULT_T_FIXED_S,
         inv_bw=1.0 / (bandwidth_gbs * 1e9 * DEFAULT_MBU),
         inv_flops=1.0 / (peak_tflops * 1e12 * DEFAULT_MFU),
+        t_row=DEFAULT_T_ROW_S,
         how={
             "t_fixed": DEFAULT_T_FIXED_SOURCE,
+            "t_row": f"{DEFAULT_T_ROW_S * 1e6:g} us, {DEFAULT_T_ROW_SOURCE}",
             "mbu": f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})",
             "mfu": f"{DEFAULT_MFU:.2f} ({DEFAULT_MFU_SOURCE})",
             **ROOFLINE_HOW,

@@ -148,6 +148,73 @@ def fixed_overhead(steps: list[StepPoint]) -> Measured | None:
     return Measured(value=float(coef[0]), unit="s", how=how, n=len(steps))
 
 
+ENGINE_TEXT = "你好，这是一段用于压测的文本，长度八秒左右。" * 4  # ~700 steps, past any window here
+
+
+def engine_step_seconds(engine, batch: int, *, warm: int = 3, measured: int = 10) -> float:
+    """Median wall seconds of the engine's step (decode, sampling, state update, its one host
+    read, the scheduler's bookkeeping) with `batch` long non-streaming rows running, driven in
+    this thread; the rows are cancelled after. The engine must not be started (no worker)."""
+    from ttsperf.engine.types import SynthRequest
+
+    with engine._contexts():
+        handles = [engine.submit(SynthRequest(ENGINE_TEXT, SamplingParams(seed=i))) for i in range(batch)]
+        while engine.running() < batch:
+            engine._admit()
+            engine._step()
+        for _ in range(warm):  # CUDA graphs capture here
+            engine._step()
+        times = []
+        for _ in range(measured):
+            t0 = time.perf_counter()
+            engine._step()  # its one host read waits for the device: the wall time is the step's
+            times.append(time.perf_counter() - t0)
+        for h in handles:
+            h.cancel()
+        while engine.running():
+            engine._step()
+    return statistics.median(times)
+
+
+def host_per_row(pipe: Pipeline, batches: list[int], repeats: int) -> Measured | None:
+    """The engine's step minus the bare decode step (forward + heads + sampling + one read) at the
+    same batch and context, at the smallest and largest batch: the slope is what each row adds on
+    the host per step (plan's t_row). None with fewer than two batches."""
+    from ttsperf.engine.engine import Engine, EngineConfig
+
+    lo, hi = min(batches), max(batches)
+    if lo == hi:
+        return None
+    flags = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+    )
+    config = EngineConfig(max_batch=hi, max_queue=hi, max_prompt_tokens=160, max_new_tokens=1024)
+    engine = Engine(pipe, config)  # applies its default switches: the profile's flags are put back below
+    (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+    ) = flags
+    tok = pipe.tokenizer
+    context = len(tok.ids(tok.decorate_code_prompt(ENGINE_TEXT, "[speed_5]"))) + 10
+    fwd, gen = SlotForward(pipe.model.gpt), torch.Generator().manual_seed(0)
+    extra = {}
+    for b in (lo, hi):
+        whole = engine_step_seconds(engine, b, measured=max(5, repeats))
+        slots, step = decode_step(pipe, fwd, b, context, gen)
+        bare, _ = median_time(step, pipe.device, max(5, repeats), 2)
+        extra[b] = whole - bare
+        del slots
+    slope = (extra[hi] - extra[lo]) / (hi - lo)
+    how = (
+        f"(engine step - bare decode step) at batch {hi} minus at batch {lo}, over {hi - lo} rows; "
+        f"{1e6 * extra[lo]:.0f} us and {1e6 * extra[hi]:.0f} us beyond the bare step, context ~{context}"
+    )
+    return Measured(value=max(0.0, slope), unit="s", how=how, n=2)
+
+
 @torch.inference_mode()
 def profile_model(
     pipe: Pipeline,
@@ -238,6 +305,9 @@ def profile_model(
     how = _how(few, 1, device, "one streamed chunk (24 new steps + left context), Decoder + Vocos")
     chunk_seconds = _measured(t, spread, few, how)
 
+    say("the engine's host work per row")
+    host = host_per_row(pipe, batches, repeats)
+
     # Achieved bandwidth: bytes a step must read (weights + the KV it attends over) / its time,
     # best point. An upper bound on memory time, since it counts every step cost as memory.
     best = max(steps, key=lambda s: (weights + kv_per_token * s.batch * s.context) / s.seconds.value)
@@ -248,6 +318,7 @@ def profile_model(
     )
     return ModelProfile(
         fixed_step_overhead_s=fixed_overhead(steps),
+        host_per_row_step_s=host,
         ttsperf_version=__version__,
         device=device_info(device),
         model=ModelInfo(

@@ -117,6 +117,9 @@ class ModelProfile(_Strict):
         description="one row's Decoder + Vocos call over one streamed chunk (its new steps + left context)",
     )
     fixed_step_overhead_s: Measured | None = None
+    host_per_row_step_s: Measured | None = Field(
+        None, description="the engine's host work per row per step, beyond the decode step (plan's t_row)"
+    )
     achieved_bandwidth_gbs: Measured | None = None
     max_batch: list[MaxBatchPoint] = Field(
         default_factory=list, description="largest batch per context (profile --max-batch-search)"
