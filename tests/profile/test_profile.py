@@ -97,3 +97,17 @@ def test_profile_measures_the_engines_host_cost_per_row(prof, tiny_pipe):
     assert "(engine step - bare decode step) at batch 4 minus at batch 1" in host.how
     one = profile_model(tiny_pipe, batches=[2], contexts=[32], prompts=[8], repeats=2, warmup=1)
     assert one.host_per_row_step_s is None  # one batch size cannot separate per-row from per-step
+
+
+def test_int8_weights_count_their_int8_bytes(tiny_pipe):
+    from ttsperf.engine.switches import quantize_int8
+    from ttsperf.model.config import TINY
+    from ttsperf.model.pipeline import Pipeline
+    from ttsperf.profile.optimizations import tensor_bytes
+
+    pipe = Pipeline.synthetic_model(TINY, seed=0)
+    linear = pipe.model.gpt.layers[0].mlp.up_proj
+    before = tensor_bytes(linear.weight)
+    quantize_int8(pipe.model.gpt)
+    after = tensor_bytes(linear.weight)  # int8 data + an fp32 scale and an int8 zero point per row
+    assert after == linear.weight.qdata.numel() + (4 + 1) * linear.weight.shape[0] and after < before / 3

@@ -10,10 +10,11 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ttsperf.cli.common import print_json, user_errors
+from ttsperf.cli.common import print_json, user_errors, write_json
 from ttsperf.errors import UserError
 from ttsperf.plan.api import make_plan
 from ttsperf.plan.chart import svg
+from ttsperf.plan.predict import Prediction, predict
 from ttsperf.plan.schema import Plan, ScenarioPlan
 
 HELP = """Choose the GPU, the count and the cost for serving ChatTTS, per scenario.
@@ -32,6 +33,7 @@ Examples:
   ttsperf plan --profile prof.json --price "RTX 4090=0.5" --json -o plan.json
   ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 --scenario offline
   ttsperf plan --scenario realtime --step-overhead 3ms -o plans/
+  ttsperf plan --predict --profile prof.json --streams 64 --max-batch 64
 """
 
 
@@ -165,6 +167,30 @@ def _memory_table(sc: ScenarioPlan, console: Console, batch: int) -> None:
     console.print(t)
 
 
+def render_prediction(p: Prediction, console: Console) -> None:
+    n, load, w = p.prediction, p.load, p.workload
+    what = f"{load['value']:g} " + ("streams" if load["kind"] == "closed loop" else "req/s Poisson")
+    lines = [
+        ("throughput", f"{n.throughput_rps:.3f} req/s, {n.audio_seconds_per_s:.2f} audio s per s"),
+        ("E2E", f"P50 {n.e2e_p50_s:.3f} s, P99 {n.e2e_p99_s:.3f} s"),
+        ("TTFA", f"P50 {n.ttfa_p50_s:.3f} s, P99 {n.ttfa_p99_s:.3f} s"),
+        ("mean batch", f"{n.mean_batch:.1f} rows per step"),
+        (
+            "workload",
+            f"{w['audio_seconds']:g} s of audio ({w['steps']} steps), {w['prompt_tokens']}-token prompt",
+        ),
+        ("", f"first audio after {w['first_chunk_steps']} steps"),
+        (
+            "simulated",
+            f"{p.simulated_requests} requests" + ("" if p.p99_resolved else ", too few to resolve P99"),
+        ),
+        ("basis", p.basis),
+    ]
+    console.print(f"[bold]ttsperf plan --predict[/bold]: {p.device}, {what}, max batch {p.max_batch}")
+    for label, text in lines:
+        console.print(f"  {label:<11} {text}", highlight=False)
+
+
 def write_outputs(plan: Plan, data: dict, out: str) -> list[Path]:
     """-o FILE writes the JSON there; -o DIR (existing, or ending in /) writes plan.json + charts."""
     output = Path(out)
@@ -266,6 +292,11 @@ def register(app: typer.Typer) -> None:
         gpus_per_machine: int = typer.Option(
             8, "--gpus-per-machine", help="Cards per machine, for the machines column (8: cloud GPU servers)."
         ),
+        predict_load: bool = typer.Option(
+            False,
+            "--predict",
+            help="What one device does at one load (--streams or --rate): the profiled one, or --gpus NAME.",
+        ),
         as_json: bool = typer.Option(
             False, "--json", help="Print the Plan JSON on stdout instead of tables."
         ),
@@ -278,6 +309,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         if memory_at is not None and memory_at < 1:
             raise UserError(f"--memory-at: expected a batch >= 1, found {memory_at}")
+        if predict_load:
+            p = predict(profile=profile, gpus=gpus, streams=streams, rate=rate, max_batch=max_batch,
+                        dtype=dtype, audio_seconds=audio_seconds, prompt_tokens=prompt_tokens,
+                        first_chunk_steps=first_chunk_steps, step_overhead=step_overhead,
+                        engine=engine, requests=requests, seed=seed)  # fmt: skip
+            data = p.dump()
+            if output is not None:
+                write_json(Path(output), data)
+            print_json(data) if as_json else render_prediction(p, Console())
+            return
         err = Console(stderr=True)
         with err.status("planning...") as status:
             plan = make_plan(

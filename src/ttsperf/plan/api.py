@@ -9,12 +9,12 @@ from ttsperf.errors import UserError
 from ttsperf.plan import chattts_facts as F
 from ttsperf.plan import memory as M
 from ttsperf.plan import steptime as S
-from ttsperf.plan.cards import build_cards, plan_dtype
+from ttsperf.plan.cards import apply_what_ifs, build_cards, plan_dtype
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
 from ttsperf.plan.recommend import Settings, plan_scenario
-from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
+from ttsperf.plan.scenarios import SCENARIOS, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs
 from ttsperf.plan.simulate import ENGINES, Load
 from ttsperf.profile.schema import load_profile
@@ -136,23 +136,7 @@ def make_plan(
             f"({prompt_tokens} prompt + {workload.steps} steps), found {slot_tokens}"
         )
     cards = build_cards(cat, profiles, dt)
-    if vocoder_overhead is not None:
-        v_fixed = parse_duration(vocoder_overhead, "--vocoder-overhead")
-        for c in cards:
-            if c.step is not None and not c.profiled:
-                c.step.vocoder_fixed = v_fixed
-                c.step.how["vocoder"] += (
-                    f"; launch cost {v_fixed * 1e3:g} ms from --vocoder-overhead (what-if)"
-                )
-    if step_overhead is not None:
-        # A what-if for cards without a profile of their own (e.g. CUDA graphs cut launch overhead).
-        t_fixed = parse_duration(step_overhead, "--step-overhead")
-        for c in cards:
-            if c.step is not None and not c.profiled:
-                c.step.t_fixed = t_fixed
-                c.step.how["t_fixed"] = (
-                    f"{t_fixed * 1e3:g} ms from --step-overhead (user what-if, not measured)"
-                )
+    apply_what_ifs(cards, step_overhead, vocoder_overhead)
     calibrated = any(c.profiled for c in cards)
     note_extra = "" if engine == "ttsperf" else f"; engine what-if '{engine}': {ENGINES[engine]}"
     if step_overhead is not None:

@@ -14,6 +14,7 @@ from ttsperf.errors import UserError
 from ttsperf.plan import chattts_facts as F
 from ttsperf.plan.catalog import Catalog, Gpu
 from ttsperf.plan.memory import MemoryModel, Workload, card_bytes
+from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.schema import Basis
 from ttsperf.plan.steptime import ROOFLINE_HOW, Correction, StepModel, default_model, fit_step_times
 from ttsperf.profile.schema import MaxBatchPoint, ModelProfile
@@ -118,9 +119,10 @@ def _memory_model(dtype: str, profiles: list[tuple[str, ModelProfile]]) -> Memor
     return MemoryModel(dtype)
 
 
-def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
-    """Fit the step model (and the runtime memory term) of `card` to a profile measured on it."""
-    if p.model.dtype != dtype or p.model.config != "chattts":
+def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: bool = False) -> None:
+    """Fit the step model (and the runtime memory term) of `card` to a profile measured on it.
+    any_config: a profile of another config (tiny) calibrates too (plan --predict of that model)."""
+    if p.model.dtype != dtype or (p.model.config != "chattts" and not any_config):
         card.note = f"profile {path} is {p.model.config}/{p.model.dtype}, plan is chattts/{dtype}: not used"
         return
     pts = [(s.batch, s.context, s.seconds.value) for s in p.steps]
@@ -187,7 +189,9 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str) -> None:
     card.profiled = True
 
 
-def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtype: str) -> list[Card]:
+def build_cards(
+    catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtype: str, any_config: bool = False
+) -> list[Card]:
     mem_template = _memory_model(dtype, profiles)
     cards: list[Card] = []
 
@@ -208,7 +212,7 @@ def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtyp
         name = match_device(p.device.name, catalog.known or list(catalog.gpus))
         if name is not None:
             if name in by_name and by_name[name].step is not None:
-                _calibrate(by_name[name], path, p, dtype)
+                _calibrate(by_name[name], path, p, dtype, any_config)
             continue
         # The profiled device is not a catalog card (e.g. this CPU): it gets a row of its own.
         if p.device.memory_bytes is None:
@@ -227,9 +231,30 @@ def build_cards(catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtyp
             ),
             basis={"memory": Basis(kind="measured", how=f"{path}: device.memory_bytes")},
         )
-        _calibrate(card, path, p, dtype)
+        _calibrate(card, path, p, dtype, any_config)
         cards.append(card)
     return cards
+
+
+def apply_what_ifs(cards: list[Card], step_overhead: str | None, vocoder_overhead: str | None) -> None:
+    """--step-overhead / --vocoder-overhead: what-ifs for every card without a profile of its own
+    (e.g. CUDA graphs cut launch overhead); a profiled card keeps what was measured on it."""
+    if vocoder_overhead is not None:
+        v_fixed = parse_duration(vocoder_overhead, "--vocoder-overhead")
+        for c in cards:
+            if c.step is not None and not c.profiled:
+                c.step.vocoder_fixed = v_fixed
+                c.step.how["vocoder"] += (
+                    f"; launch cost {v_fixed * 1e3:g} ms from --vocoder-overhead (what-if)"
+                )
+    if step_overhead is not None:
+        t_fixed = parse_duration(step_overhead, "--step-overhead")
+        for c in cards:
+            if c.step is not None and not c.profiled:
+                c.step.t_fixed = t_fixed
+                c.step.how["t_fixed"] = (
+                    f"{t_fixed * 1e3:g} ms from --step-overhead (user what-if, not measured)"
+                )
 
 
 def _catalog_card(gpu: Gpu, dtype: str, memory: MemoryModel) -> Card:

@@ -55,6 +55,15 @@ def _peak_bytes(device: torch.device) -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
 
 
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes a tensor holds; a tensor subclass (torchao's int8 weights) counts its inner tensors
+    (int8 data + scales), not the dtype it presents."""
+    if hasattr(t, "__tensor_flatten__"):
+        names, _ = t.__tensor_flatten__()
+        return sum(tensor_bytes(getattr(t, n)) for n in names)
+    return t.numel() * t.element_size()
+
+
 def run_variant(v: Variant, config: str, device: str, batch: int, context: int, repeats: int) -> dict:
     """In this process: one variant's step time, Decoder+Vocos time, weights and peak memory."""
     from ttsperf.engine.audio import AudioDecoder
@@ -86,8 +95,7 @@ def run_variant(v: Variant, config: str, device: str, batch: int, context: int, 
     if v.grad == "enabled":
         for p in model.parameters():
             p.requires_grad_(True)
-    weights = sum(p.numel() * p.element_size() for p in model.parameters())
-    weights += sum(b.numel() * b.element_size() for b in model.buffers())
+    weights = sum(tensor_bytes(t) for t in [*model.parameters(), *model.buffers()])
     g = cfg.gpt
     act_dtype = next(model.gpt.parameters()).dtype  # int8 weight-only keeps the activations' dtype
     slots = KVSlots(g.num_hidden_layers, batch, g.num_key_value_heads, context + 1,

@@ -1,0 +1,162 @@
+"""`ttsperf plan --predict`: what the simulator expects one device to do at one load.
+
+Where `plan` searches for the most load a card carries under an SLO, a prediction answers the
+question a server's owner asks before a load test: "what will my server do at this load?" — one
+device (the profiled one, or one catalog card from defaults), one load (N streams closed loop or
+R requests/s Poisson), the engine's max batch; the answer is the numbers `ttsperf bench` reports,
+so the two can be held side by side.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ttsperf.errors import UserError
+from ttsperf.plan.cards import Card, apply_what_ifs, build_cards, plan_dtype
+from ttsperf.plan.catalog import load_catalog, split_names
+from ttsperf.plan.memory import Workload
+from ttsperf.plan.simulate import ENGINES, Engine, Load, simulate
+from ttsperf.profile.schema import load_profile
+
+
+class Numbers(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    throughput_rps: float
+    audio_seconds_per_s: float
+    e2e_p50_s: float
+    e2e_p99_s: float
+    ttfa_p50_s: float
+    ttfa_p99_s: float
+    mean_batch: float
+
+
+class Prediction(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    schema_: str = Field("ttsperf.prediction", alias="schema")
+    version: int = 1
+    device: str
+    basis: str = Field(description="what the step model rests on: a profile of this device, or defaults")
+    profiled: bool
+    load: dict[str, float | str]
+    max_batch: int
+    engine: str
+    workload: dict[str, float | int]
+    prediction: Numbers
+    simulated_requests: int
+    p99_resolved: bool
+
+    def dump(self) -> dict:
+        return self.model_dump(by_alias=True)
+
+
+def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Card, str, str]:
+    if len(profile) > 1:
+        raise UserError(f"--predict: expected one --profile (one device), found {len(profile)}")
+    names = split_names(gpus) if gpus is not None else []
+    if profile:
+        profiles = [(profile[0], load_profile(profile[0]))]
+        dt = plan_dtype(profiles, dtype)
+        p = profiles[0][1]
+        # a profile of any config calibrates its own device here: the prediction is of that model
+        cards = [c for c in build_cards(load_catalog(), profiles, dt, any_config=True) if c.profiled]
+        if not cards:
+            raise UserError(
+                f"{profile[0]}: {p.device.name} did not calibrate a card: {p.model.dtype} profile"
+            )
+        card = cards[0]
+        if names and card.name not in names and p.device.name not in names:
+            raise UserError(
+                f"--gpus {gpus!r}: the profile {profile[0]} is of {card.name}; give one or the other"
+            )
+        return card, dt, f"step model fitted to {profile[0]} ({p.model.config}, {p.model.dtype}, measured)"
+    if len(names) != 1:
+        raise UserError(
+            "--predict: expected the device, --profile FILE (measured) or --gpus NAME (one card, "
+            f"projected from defaults), found {'no device' if not names else f'{len(names)} cards'}"
+        )
+    dt = plan_dtype([], dtype)
+    card = build_cards(load_catalog(only=names), [], dt)[0]
+    basis = (
+        f"projected from documented defaults for {card.name}, not measured on it: "
+        f"run `ttsperf profile` on that card and pass --profile"
+    )
+    return card, dt, basis
+
+
+def predict(
+    profile: list[str] | None = None,
+    gpus: str | None = None,
+    streams: int | None = None,
+    rate: float | None = None,
+    max_batch: int | None = None,
+    dtype: str | None = None,
+    audio_seconds: float = 8.0,
+    prompt_tokens: int = 64,
+    first_chunk_steps: int = 24,
+    step_overhead: str | None = None,
+    engine: str = "ttsperf",
+    requests: int = 1000,
+    seed: int = 0,
+) -> Prediction:
+    """Simulate one device at one load; validation as `make_plan`'s, plus: exactly one load."""
+    if (streams is None) == (rate is None):
+        found = "both" if streams is not None else "neither"
+        raise UserError(f"--predict: expected one load, --streams N or --rate R, found {found}")
+    if streams is not None and streams <= 0:
+        raise UserError(f"--streams: expected a positive number of streams, found {streams}")
+    if rate is not None and not rate > 0:
+        raise UserError(f"--rate: expected a positive request rate (req/s), found {rate}")
+    if max_batch is not None and max_batch < 1:
+        raise UserError(f"--max-batch: expected >= 1, found {max_batch}")
+    if engine not in ENGINES:
+        raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {engine!r}")
+    if not audio_seconds > 0 or prompt_tokens < 1 or first_chunk_steps < 1 or requests < 10:
+        raise UserError(
+            "--audio-seconds/--prompt-tokens/--first-chunk-steps/--requests: expected > 0, >= 1, "
+            f">= 1, >= 10, found {audio_seconds}, {prompt_tokens}, {first_chunk_steps}, {requests}"
+        )
+    card, dt, basis = _device(profile or [], gpus, dtype)
+    config = load_profile(profile[0]).model.config if profile else "chattts"
+    if config != "chattts" and max_batch is None:
+        raise UserError(
+            f"--max-batch: expected the server's max batch with a {config} profile "
+            "(plan's memory model is chattts's)"
+        )
+    if card.step is None:
+        raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note})")
+    apply_what_ifs([card], step_overhead, None)
+    if step_overhead is not None and not card.profiled:
+        basis += f"; per-step overhead {step_overhead} set by --step-overhead (what-if)"
+    w = Workload(
+        audio_seconds=audio_seconds, prompt_tokens=prompt_tokens, first_chunk_steps=first_chunk_steps
+    )
+    maxb = max_batch or card.max_batch(w)[0]
+    if maxb < 1:
+        raise UserError(f"{card.name}: one {audio_seconds:g} s request does not fit in memory at {dt}")
+    load = Load("streams", streams) if streams is not None else Load("rate", float(rate))
+    r = simulate(Engine.kind(engine, card.step, maxb, w), load, n_requests=requests, seed=seed)
+    return Prediction(
+        device=card.name,
+        basis=basis,
+        profiled=card.profiled,
+        load={"kind": "closed loop" if load.kind == "streams" else "poisson", "value": load.value},
+        max_batch=maxb,
+        engine=engine,
+        workload={
+            "audio_seconds": audio_seconds,
+            "steps": w.steps,
+            "prompt_tokens": prompt_tokens,
+            "first_chunk_steps": first_chunk_steps,
+        },  # fmt: skip
+        prediction=Numbers(
+            throughput_rps=r.throughput_rps,
+            audio_seconds_per_s=r.audio_throughput,
+            e2e_p50_s=r.p50_s,
+            e2e_p99_s=r.p99_s,
+            ttfa_p50_s=r.ttfa_p50_s,
+            ttfa_p99_s=r.ttfa_p99_s,
+            mean_batch=r.mean_batch,
+        ),
+        simulated_requests=r.n,
+        p99_resolved=r.p99_resolved,
+    )

@@ -1,0 +1,100 @@
+"""`ttsperf plan --predict`: one device, one load -> what bench would report, with its basis."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ttsperf.cli.main import app
+from ttsperf.plan.memory import Workload
+from ttsperf.plan.predict import predict
+from ttsperf.plan.simulate import Engine, Load, simulate
+
+runner = CliRunner()
+KEYS = {"throughput_rps", "audio_seconds_per_s", "e2e_p50_s", "e2e_p99_s"}
+KEYS |= {"ttfa_p50_s", "ttfa_p99_s", "mean_batch"}
+
+
+def run(*args: str):
+    return runner.invoke(app, ["plan", "--predict", *args])
+
+
+def test_a_profiled_device_at_a_closed_loop_is_the_simulation_of_its_fitted_card(profile_file, tmp_path):
+    prof = profile_file(device="NVIDIA GeForce RTX 4090", t_fixed=0.004)
+    out = tmp_path / "prediction.json"
+    r = run("--profile", str(prof), "--streams", "16", "--max-batch", "16", "--json", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    assert data == json.loads(out.read_text())
+    assert data["schema"] == "ttsperf.prediction" and set(data["prediction"]) == KEYS
+    assert data["device"] == "RTX 4090" and data["profiled"] is True and data["max_batch"] == 16
+    assert data["load"] == {"kind": "closed loop", "value": 16}
+    assert f"fitted to {prof}" in data["basis"]
+    # the same numbers as simulating that card's fitted engine directly
+    p = predict(profile=[str(prof)], streams=16, max_batch=16)
+    from ttsperf.plan.cards import build_cards
+    from ttsperf.plan.catalog import load_catalog
+    from ttsperf.profile.schema import load_profile
+
+    cards = build_cards(load_catalog(), [(str(prof), load_profile(prof))], "fp16")
+    card = next(c for c in cards if c.profiled)
+    sim = simulate(Engine.kind("ttsperf", card.step, 16, Workload()), Load("streams", 16), n_requests=1000)
+    assert p.prediction.ttfa_p50_s == pytest.approx(sim.ttfa_p50_s, rel=1e-12)
+    assert p.prediction.throughput_rps == pytest.approx(sim.throughput_rps, rel=1e-12)
+    assert data["prediction"]["mean_batch"] == pytest.approx(sim.mean_batch)
+
+
+def test_more_load_waits_longer_and_an_open_loop_is_poisson(profile_file):
+    prof = str(profile_file(device="RTX 4090"))
+    light = predict(profile=[prof], streams=4, max_batch=8).prediction
+    heavy = predict(profile=[prof], streams=32, max_batch=8).prediction
+    assert heavy.e2e_p50_s > 3 * light.e2e_p50_s and heavy.mean_batch == pytest.approx(8, rel=0.01)
+    open_loop = predict(profile=[prof], rate=0.5, max_batch=8)
+    assert open_loop.load == {"kind": "poisson", "value": 0.5}
+    assert open_loop.prediction.throughput_rps == pytest.approx(0.5, rel=0.1)
+
+
+def test_a_gpu_without_a_profile_answers_from_defaults_and_says_so():
+    r = run("--gpus", "H100 SXM", "--streams", "64")
+    assert r.exit_code == 0, r.output
+    assert "H100 SXM, 64 streams" in r.output
+    assert "projected from documented defaults for H100 SXM, not measured" in " ".join(r.output.split())
+    assert "run `ttsperf profile` on that card" in " ".join(r.output.split())
+    p = predict(gpus="H100 SXM", streams=64)
+    assert p.profiled is False and p.max_batch > 64  # from the memory model
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpus", "T4"], "--predict: expected one load, --streams N or --rate R, found neither"),
+        (["--gpus", "T4", "--streams", "4", "--rate", "1"], "found both"),
+        (["--gpus", "T4", "--streams", "0"], "--streams: expected a positive number of streams, found 0"),
+        (["--gpus", "T4", "--rate", "-1"], "--rate: expected a positive request rate"),
+        (["--streams", "4"], "--predict: expected the device, --profile FILE (measured) or --gpus NAME"),
+        (["--gpus", "T4,L4", "--streams", "4"], "found 2 cards"),
+        (["--gpus", "T4", "--streams", "4", "--max-batch", "0"], "--max-batch: expected >= 1, found 0"),
+    ],
+)
+def test_bad_requests_are_one_line_errors(args, message):
+    r = run(*args)
+    assert r.exit_code == 2, r.output
+    assert message in " ".join(r.output.split())
+
+
+def test_a_missing_profile_is_named(tmp_path):
+    r = run("--profile", str(tmp_path / "nope.json"), "--streams", "4")
+    assert r.exit_code == 2 and "nope.json" in r.output
+
+
+def test_a_tiny_profile_needs_the_servers_max_batch(profile_file, tmp_path):
+    prof = profile_file(device="RTX 4090")
+    d = json.loads(prof.read_text())
+    d["model"]["config"] = "tiny"
+    prof.write_text(json.dumps(d))
+    r = run("--profile", str(prof), "--streams", "4")
+    assert r.exit_code == 2 and "--max-batch: expected the server's max batch with a tiny profile" in r.output
+    p = predict(profile=[str(prof)], streams=4, max_batch=4)  # a tiny profile calibrates its device here
+    assert p.profiled and "(tiny, fp16, measured)" in p.basis
