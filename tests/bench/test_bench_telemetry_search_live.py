@@ -20,8 +20,10 @@ def test_no_gpu_is_said_once_and_the_run_goes_on(server_factory):
 
 
 def test_server_process_and_prometheus_are_sampled_inside_the_window(server_factory, tmp_path):
-    srv = server_factory(slots=0, service_time=0.05)
-    cfg = BenchConfig(urls=[srv.url], concurrency=[4], requests=40, gpu=False, server_pid=srv.proc.pid)
+    # 0.2 s per request: all 4 stay in flight far longer than a loaded client takes between them
+    # (at 0.05 s a CI run under load sampled at most 2 in flight)
+    srv = server_factory(slots=0, service_time=0.2)
+    cfg = BenchConfig(urls=[srv.url], concurrency=[4], requests=24, gpu=False, server_pid=srv.proc.pid)
     cfg.metrics_url, cfg.telemetry_interval = srv.url + "/metrics", 0.05
     run = run_bench(cfg)
     assert run.telemetry_notes == []
