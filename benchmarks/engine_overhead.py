@@ -115,16 +115,6 @@ def child(batch: int) -> dict:
     return out
 
 
-def median_of(fn, n: int = 15) -> float:
-    times = []
-    for i in range(n + 3):
-        t = time.perf_counter()
-        fn()
-        if i >= 3:
-            times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def device_work(pipe, batch: int) -> dict:
     """Seconds per step of the step's sampling pass and of its share of audio (each row emits two
     chunks per 48 steps), run bare on the same thread: compute, not host bookkeeping."""
@@ -133,8 +123,10 @@ def device_work(pipe, batch: int) -> dict:
     from ttsperf.engine.audio import BatchedAudio
     from ttsperf.model import sampling as S
     from ttsperf.model.config import TINY
+    from ttsperf.profile.measure import median_time
 
     g = TINY.gpt
+    cpu = torch.device("cpu")
     gen = torch.Generator().manual_seed(0)
     logits = torch.randn(batch, g.num_vq, g.num_audio_tokens, generator=gen)
     history = torch.randint(0, g.num_audio_tokens - 1, (batch, g.num_vq, 16), generator=gen)
@@ -147,12 +139,15 @@ def device_work(pipe, batch: int) -> dict:
     emitted = (2 * 120 - 8) * audio.hop  # a steady-state chunk: 24 new steps after 120
     windows = [audio.window(r, 144, emitted, final=False) for r in range(batch)]
     with torch.inference_mode():
-        sampling = median_of(
+        sampling, _ = median_time(
             lambda: S.sample(
                 logits.clone(), history, params, allow, g.eos_token, S.uniforms(keys, steps, g.num_vq), top
-            )
+            ),
+            cpu,
+            15,
+            3,
         )
-        chunk_call = median_of(lambda: audio.decode(hidden, windows), n=5)
+        chunk_call, _ = median_time(lambda: audio.decode(hidden, windows), cpu, 5, 3)
     return {"sampling_s": sampling, "audio_s": chunk_call * 2 / WINDOW}
 
 

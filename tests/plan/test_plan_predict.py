@@ -98,3 +98,29 @@ def test_a_tiny_profile_needs_the_servers_max_batch(profile_file, tmp_path):
     assert r.exit_code == 2 and "--max-batch: expected the server's max batch with a tiny profile" in r.output
     p = predict(profile=[str(prof)], streams=4, max_batch=4)  # a tiny profile calibrates its device here
     assert p.profiled and "(tiny, fp16, measured)" in p.basis
+
+
+def test_flags_a_prediction_does_not_use_are_refused_by_name():
+    r = run("--gpus", "T4", "--streams", "4", "--scenario", "realtime", "--price", "T4=0.3")
+    assert r.exit_code == 2
+    assert "--predict: --scenario, --price not used (one device, one load, no SLO or cost)" in r.output
+
+
+def test_output_file_or_directory(tmp_path):
+    r = run("--gpus", "T4", "--streams", "2", "-o", str(tmp_path) + "/")
+    assert r.exit_code == 0, r.output
+    assert json.loads((tmp_path / "prediction.json").read_text())["device"] == "T4"
+    r = run("--gpus", "T4", "--streams", "2", "-o", str(tmp_path / "missing" / "dir" / "p.json"))
+    assert r.exit_code == 0 and (tmp_path / "missing" / "dir" / "p.json").exists()
+
+
+def test_a_profile_predicts_at_its_own_dtype(profile_file):
+    r = run("--profile", str(profile_file(device="RTX 4090")), "--streams", "4", "--dtype", "fp32")
+    assert r.exit_code == 2 and "--dtype fp32: " in r.output and "measured in fp16" in r.output
+
+
+def test_what_ifs_apply_to_a_card_from_defaults_and_are_named():
+    base = predict(gpus="RTX 4090", streams=8)
+    cut = predict(gpus="RTX 4090", streams=8, step_overhead="3ms", vocoder_overhead="1ms")
+    assert cut.prediction.e2e_p50_s < base.prediction.e2e_p50_s / 2
+    assert "--step-overhead 3ms (what-if)" in cut.basis and "--vocoder-overhead 1ms (what-if)" in cut.basis

@@ -268,4 +268,4 @@ def test_profile_host_cost_per_row_replaces_the_default(profile_file):
     assert fitted.basis["step.t_row"].kind == "measured"
     assert fitted.basis["step.t_row"].how.startswith("2.5 us, measured in")
     assert default.basis["step.t_row"].kind == "sourced"
-    assert default.basis["step.t_row"].how.startswith("5 us, measured: host share")
+    assert default.basis["step.t_row"].how.startswith("7 us, measured: host share")

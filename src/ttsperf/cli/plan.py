@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import typer
@@ -187,8 +188,11 @@ def render_prediction(p: Prediction, console: Console) -> None:
         ("basis", p.basis),
     ]
     console.print(f"[bold]ttsperf plan --predict[/bold]: {p.device}, {what}, max batch {p.max_batch}")
-    for label, text in lines:
-        console.print(f"  {label:<11} {text}", highlight=False)
+    indent = " " * 14
+    for label, text in lines:  # wrapped under its label, at the console's width
+        wrapped = textwrap.fill(text, max(40, console.width - 1), initial_indent=f"  {label:<11} ",
+                                subsequent_indent=indent)  # fmt: skip
+        console.print(wrapped, highlight=False)
 
 
 def write_outputs(plan: Plan, data: dict, out: str) -> list[Path]:
@@ -310,14 +314,31 @@ def register(app: typer.Typer) -> None:
         if memory_at is not None and memory_at < 1:
             raise UserError(f"--memory-at: expected a batch >= 1, found {memory_at}")
         if predict_load:
+            unused = {"--scenario": scenario, "--slo": slo, "--catalog": catalog, "--prices": prices,
+                      "--price": price, "--slot-tokens": slot_tokens, "--own": own,
+                      "--electricity": electricity, "--memory-at": memory_at}  # fmt: skip
+            given = [flag for flag, value in unused.items() if value]
+            if given:
+                raise UserError(
+                    f"--predict: {', '.join(given)} not used (one device, one load, no SLO or cost)"
+                )
             p = predict(profile=profile, gpus=gpus, streams=streams, rate=rate, max_batch=max_batch,
                         dtype=dtype, audio_seconds=audio_seconds, prompt_tokens=prompt_tokens,
                         first_chunk_steps=first_chunk_steps, step_overhead=step_overhead,
-                        engine=engine, requests=requests, seed=seed)  # fmt: skip
+                        vocoder_overhead=vocoder_overhead, engine=engine, requests=requests,
+                        seed=seed)  # fmt: skip
             data = p.dump()
             if output is not None:
-                write_json(Path(output), data)
-            print_json(data) if as_json else render_prediction(p, Console())
+                to = Path(output)
+                to = to / "prediction.json" if to.is_dir() or output.endswith(("/", "\\")) else to
+                try:
+                    write_json(to, data)
+                except OSError as exc:
+                    raise UserError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+            if as_json:
+                print_json(data)
+            else:
+                render_prediction(p, Console())
             return
         err = Console(stderr=True)
         with err.status("planning...") as status:

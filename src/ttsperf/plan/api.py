@@ -65,6 +65,34 @@ def _model_sizes(mem: MemoryModel, workload: Workload) -> dict[str, float | int 
     }
 
 
+def check_inputs(
+    streams: int | None,
+    rate: float | None,
+    audio_seconds: float,
+    prompt_tokens: int,
+    first_chunk_steps: int,
+    requests: int,
+    max_batch: int | None,
+    engine: str,
+) -> None:
+    """The load, workload and engine flags plan and plan --predict share, each named if wrong."""
+    if streams is not None and streams <= 0:
+        raise UserError(f"--streams: expected a positive number of streams, found {streams}")
+    if rate is not None and not rate > 0:
+        raise UserError(f"--rate: expected a positive request rate (req/s), found {rate}")
+    if not audio_seconds > 0:
+        raise UserError(f"--audio-seconds: expected a positive number, found {audio_seconds}")
+    if prompt_tokens < 1 or first_chunk_steps < 1 or requests < 10:
+        raise UserError(
+            "--prompt-tokens/--first-chunk-steps/--requests: expected >= 1, >= 1, >= 10, found "
+            f"{prompt_tokens}, {first_chunk_steps}, {requests}"
+        )
+    if max_batch is not None and max_batch < 1:
+        raise UserError(f"--max-batch: expected >= 1, found {max_batch}")
+    if engine not in ENGINES:
+        raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {engine!r}")
+
+
 def make_plan(
     profile: list[str] | None = None,
     scenario: str | None = None,
@@ -95,23 +123,9 @@ def make_plan(
 ) -> Plan:
     if streams is not None and rate is not None:
         raise UserError("--streams and --rate: expected one load, found both")
-    if streams is not None and streams <= 0:
-        raise UserError(f"--streams: expected a positive number of streams, found {streams}")
-    if rate is not None and not rate > 0:
-        raise UserError(f"--rate: expected a positive request rate (req/s), found {rate}")
-    if not audio_seconds > 0:
-        raise UserError(f"--audio-seconds: expected a positive number, found {audio_seconds}")
-    if prompt_tokens < 1 or first_chunk_steps < 1 or requests < 10:
-        raise UserError(
-            "--prompt-tokens/--first-chunk-steps/--requests: expected >= 1, >= 1, >= 10, found "
-            f"{prompt_tokens}, {first_chunk_steps}, {requests}"
-        )
-    if max_batch is not None and max_batch < 1:
-        raise UserError(f"--max-batch: expected >= 1, found {max_batch}")
+    check_inputs(streams, rate, audio_seconds, prompt_tokens, first_chunk_steps, requests, max_batch, engine)
     if gpus_per_machine < 1:
         raise UserError(f"--gpus-per-machine: expected >= 1, found {gpus_per_machine}")
-    if engine not in ENGINES:
-        raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {engine!r}")
     names = [scenario] if scenario else list(SCENARIOS)
     for n in names:
         if n not in SCENARIOS:

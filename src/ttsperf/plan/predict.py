@@ -12,10 +12,11 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ttsperf.errors import UserError
+from ttsperf.plan.api import check_inputs
 from ttsperf.plan.cards import Card, apply_what_ifs, build_cards, plan_dtype
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.memory import Workload
-from ttsperf.plan.simulate import ENGINES, Engine, Load, simulate
+from ttsperf.plan.simulate import Engine, Load, simulate
 from ttsperf.profile.schema import load_profile
 
 
@@ -49,26 +50,24 @@ class Prediction(BaseModel):
         return self.model_dump(by_alias=True)
 
 
-def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Card, str, str]:
+def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Card, str, str, str]:
+    """-> the card to simulate, the dtype, the model config and what the step model rests on."""
     if len(profile) > 1:
         raise UserError(f"--predict: expected one --profile (one device), found {len(profile)}")
     names = split_names(gpus) if gpus is not None else []
     if profile:
-        profiles = [(profile[0], load_profile(profile[0]))]
-        dt = plan_dtype(profiles, dtype)
-        p = profiles[0][1]
+        path, p = profile[0], load_profile(profile[0])
+        dt = plan_dtype([(path, p)], dtype)
+        if p.model.dtype != dt:
+            raise UserError(f"--dtype {dt}: {path} was measured in {p.model.dtype}; predict at that dtype")
         # a profile of any config calibrates its own device here: the prediction is of that model
-        cards = [c for c in build_cards(load_catalog(), profiles, dt, any_config=True) if c.profiled]
-        if not cards:
-            raise UserError(
-                f"{profile[0]}: {p.device.name} did not calibrate a card: {p.model.dtype} profile"
-            )
+        cards = [c for c in build_cards(load_catalog(), [(path, p)], dt, any_config=True) if c.profiled]
+        if not cards:  # its catalog card has no figure for this dtype
+            raise UserError(f"--dtype {dt}: {p.device.name} cannot run it (the catalog has no {dt} figure)")
         card = cards[0]
         if names and card.name not in names and p.device.name not in names:
-            raise UserError(
-                f"--gpus {gpus!r}: the profile {profile[0]} is of {card.name}; give one or the other"
-            )
-        return card, dt, f"step model fitted to {profile[0]} ({p.model.config}, {p.model.dtype}, measured)"
+            raise UserError(f"--gpus {gpus!r}: {path} is a profile of {card.name}: give one or the other")
+        return card, dt, p.model.config, f"step model fitted to {path} ({p.model.config}, {dt}, measured)"
     if len(names) != 1:
         raise UserError(
             "--predict: expected the device, --profile FILE (measured) or --gpus NAME (one card, "
@@ -78,9 +77,9 @@ def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Ca
     card = build_cards(load_catalog(only=names), [], dt)[0]
     basis = (
         f"projected from documented defaults for {card.name}, not measured on it: "
-        f"run `ttsperf profile` on that card and pass --profile"
+        "run `ttsperf profile` on that card and pass --profile"
     )
-    return card, dt, basis
+    return card, dt, "chattts", basis
 
 
 def predict(
@@ -94,29 +93,17 @@ def predict(
     prompt_tokens: int = 64,
     first_chunk_steps: int = 24,
     step_overhead: str | None = None,
+    vocoder_overhead: str | None = None,
     engine: str = "ttsperf",
     requests: int = 1000,
     seed: int = 0,
 ) -> Prediction:
-    """Simulate one device at one load; validation as `make_plan`'s, plus: exactly one load."""
+    """Simulate one device at one load; the flags are checked as `make_plan` checks them."""
     if (streams is None) == (rate is None):
         found = "both" if streams is not None else "neither"
         raise UserError(f"--predict: expected one load, --streams N or --rate R, found {found}")
-    if streams is not None and streams <= 0:
-        raise UserError(f"--streams: expected a positive number of streams, found {streams}")
-    if rate is not None and not rate > 0:
-        raise UserError(f"--rate: expected a positive request rate (req/s), found {rate}")
-    if max_batch is not None and max_batch < 1:
-        raise UserError(f"--max-batch: expected >= 1, found {max_batch}")
-    if engine not in ENGINES:
-        raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {engine!r}")
-    if not audio_seconds > 0 or prompt_tokens < 1 or first_chunk_steps < 1 or requests < 10:
-        raise UserError(
-            "--audio-seconds/--prompt-tokens/--first-chunk-steps/--requests: expected > 0, >= 1, "
-            f">= 1, >= 10, found {audio_seconds}, {prompt_tokens}, {first_chunk_steps}, {requests}"
-        )
-    card, dt, basis = _device(profile or [], gpus, dtype)
-    config = load_profile(profile[0]).model.config if profile else "chattts"
+    check_inputs(streams, rate, audio_seconds, prompt_tokens, first_chunk_steps, requests, max_batch, engine)
+    card, dt, config, basis = _device(profile or [], gpus, dtype)
     if config != "chattts" and max_batch is None:
         raise UserError(
             f"--max-batch: expected the server's max batch with a {config} profile "
@@ -124,12 +111,12 @@ def predict(
         )
     if card.step is None:
         raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note})")
-    apply_what_ifs([card], step_overhead, None)
-    if step_overhead is not None and not card.profiled:
-        basis += f"; per-step overhead {step_overhead} set by --step-overhead (what-if)"
-    w = Workload(
-        audio_seconds=audio_seconds, prompt_tokens=prompt_tokens, first_chunk_steps=first_chunk_steps
-    )
+    apply_what_ifs([card], step_overhead, vocoder_overhead)
+    if not card.profiled:
+        for flag, value in (("--step-overhead", step_overhead), ("--vocoder-overhead", vocoder_overhead)):
+            if value is not None:
+                basis += f"; {flag} {value} (what-if)"
+    w = Workload(audio_seconds, prompt_tokens, first_chunk_steps=first_chunk_steps)
     maxb = max_batch or card.max_batch(w)[0]
     if maxb < 1:
         raise UserError(f"{card.name}: one {audio_seconds:g} s request does not fit in memory at {dt}")
@@ -147,7 +134,7 @@ def predict(
             "steps": w.steps,
             "prompt_tokens": prompt_tokens,
             "first_chunk_steps": first_chunk_steps,
-        },  # fmt: skip
+        },
         prediction=Numbers(
             throughput_rps=r.throughput_rps,
             audio_seconds_per_s=r.audio_throughput,

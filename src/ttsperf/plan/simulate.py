@@ -289,10 +289,10 @@ def simulate(
         # when a slot is free (so it can join).
         t_arr = arrivals[0][0] - now if (batch < maxb and arrivals) else math.inf
         ctx0 = attended_tokens(engine.padded_attention, batch, prompt, g, starts[0], sum_start)
-        coef = (c0 + engine.host_per_row_s * batch, c1, c2, c3, c4)
-        if sm.correction is not None:  # a measured correction, taken constant over the run
-            f = sm.factor(batch, ctx0 + batch * k / 2)
-            coef = (c0 * f + engine.host_per_row_s * batch, c1 * f, c2 * f, c3 * f, c4 * f)
+        # a measured correction of the device's step, taken constant over the run; the host's
+        # per-row work comes on top of it
+        f = 1.0 if sm.correction is None else sm.factor(batch, ctx0 + batch * k / 2)
+        coef = (c0 * f + engine.host_per_row_s * batch, c1 * f, c2 * f, c3 * f, c4 * f)
         elapsed, stop = _run_steps(coef, batch, ctx0, k, t_arr)
         now += elapsed
         g += stop

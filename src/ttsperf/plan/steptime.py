@@ -28,15 +28,16 @@ DEFAULT_T_FIXED_SOURCE = (
     "quote: 6-14 ms/step at batch 1 on an RTX 4090, stock eager (reference/chattts.md); midpoint"
 )
 # The engine's host work per row per step (NumPy bookkeeping over the batch, Python only for rows
-# an event touches): what remains of ttsperf's engine step once the model forward, the sampling
-# pass and the audio calls are taken out, measured on tiny (whose model work is small): about
-# 1.5 ms per step whatever the batch (eager dispatch: t_fixed's part on a GPU) plus a per-row
-# share below the measurement's resolution; at batch 256 the whole host share is 4.3 us per row
-# (benchmarks/engine_overhead.py, docs/PERFORMANCE.md). A profile of the card replaces it.
-DEFAULT_T_ROW_S = 5e-6
+# an event touches): what remains of ttsperf's engine step on tiny (whose model work is small)
+# once the model forward, the sampling pass and the audio calls are taken out. It is ~1-2 ms per
+# step whatever the batch (eager dispatch: t_fixed's part on a GPU) and, per row, below the
+# benchmark's resolution: 7.1 and -5.5 us per row per step at batch 256 in two runs
+# (benchmarks/engine_overhead.py, docs/PERFORMANCE.md). The larger reading stands until a
+# profile of the card (host_per_row_step_s) replaces it.
+DEFAULT_T_ROW_S = 7e-6
 DEFAULT_T_ROW_SOURCE = (
-    "measured: host share of ttsperf's engine step on tiny at batch 256, 4.3 us per row per step "
-    "(benchmarks/engine_overhead.py, docs/PERFORMANCE.md), rounded up"
+    "measured: host share of ttsperf's engine step per row on tiny at batch 256, the larger of two "
+    "runs' readings (7.1 and -5.5 us; benchmarks/engine_overhead.py, docs/PERFORMANCE.md)"
 )
 # Model bandwidth utilisation: serving stacks reach ~60-85% of peak bandwidth in decode
 # (rule of thumb, open-source-ai.tech glossary "model bandwidth utilization"); an eager PyTorch
