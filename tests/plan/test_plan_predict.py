@@ -14,7 +14,7 @@ from ttsperf.plan.simulate import Engine, Load, simulate
 
 runner = CliRunner()
 KEYS = {"throughput_rps", "audio_seconds_per_s", "e2e_p50_s", "e2e_p99_s"}
-KEYS |= {"ttfa_p50_s", "ttfa_p99_s", "mean_batch"}
+KEYS |= {"ttfa_p50_s", "ttfa_p99_s", "mean_batch", "mean_step_s"}
 
 
 def run(*args: str):
@@ -32,7 +32,8 @@ def test_a_profiled_device_at_a_closed_loop_is_the_simulation_of_its_fitted_card
     assert data["device"] == "RTX 4090" and data["profiled"] is True and data["max_batch"] == 16
     assert data["load"] == {"kind": "closed loop", "value": 16}
     assert f"fitted to {prof}" in data["basis"]
-    # the same numbers as simulating that card's fitted engine directly
+    # the same numbers as simulating that card's fitted engine directly, under bench's protocol
+    # (the streams start together after a drained warm-up; bench's window throughput)
     p = predict(profile=[str(prof)], streams=16, max_batch=16)
     from ttsperf.plan.cards import build_cards
     from ttsperf.plan.catalog import load_catalog
@@ -40,9 +41,10 @@ def test_a_profiled_device_at_a_closed_loop_is_the_simulation_of_its_fitted_card
 
     cards = build_cards(load_catalog(), [(str(prof), load_profile(prof))], "fp16")
     card = next(c for c in cards if c.profiled)
-    sim = simulate(Engine.kind("ttsperf", card.step, 16, Workload()), Load("streams", 16), n_requests=1000)
+    engine = Engine.kind("ttsperf", card.step, 16, Workload())
+    sim = simulate(engine, Load("streams", 16), n_requests=1000, cold_start=True)
     assert p.prediction.ttfa_p50_s == pytest.approx(sim.ttfa_p50_s, rel=1e-12)
-    assert p.prediction.throughput_rps == pytest.approx(sim.throughput_rps, rel=1e-12)
+    assert p.prediction.throughput_rps == pytest.approx(sim.window_rps, rel=1e-12)
     assert data["prediction"]["mean_batch"] == pytest.approx(sim.mean_batch)
 
 
@@ -54,6 +56,20 @@ def test_more_load_waits_longer_and_an_open_loop_is_poisson(profile_file):
     open_loop = predict(profile=[prof], rate=0.5, max_batch=8)
     assert open_loop.load == {"kind": "poisson", "value": 0.5}
     assert open_loop.prediction.throughput_rps == pytest.approx(0.5, rel=0.1)
+
+
+def test_a_closed_loop_is_predicted_as_bench_runs_it(profile_file):
+    """bench's N streams start together into an empty server: equal requests run in waves of N,
+    and its req/s is the measured requests over [first sent, last answered]."""
+    prof = str(profile_file(device="RTX 4090"))
+    one_wave = predict(profile=[prof], streams=16, max_batch=16, requests=16).prediction
+    assert one_wave.e2e_p50_s == pytest.approx(one_wave.e2e_p99_s, rel=1e-9)  # all 16 alike
+    assert one_wave.throughput_rps == pytest.approx(16 / one_wave.e2e_p99_s, rel=1e-9)
+    assert one_wave.mean_batch == pytest.approx(16.0)
+    # 32 streams on 16 slots: the second wave waits for the first, the median between 1 and 2 waves
+    two = predict(profile=[prof], streams=32, max_batch=16, requests=32).prediction
+    assert one_wave.e2e_p50_s < two.e2e_p50_s < 2.1 * one_wave.e2e_p50_s
+    assert two.e2e_p99_s == pytest.approx(2 * one_wave.e2e_p99_s, rel=0.05)
 
 
 def test_a_gpu_without_a_profile_answers_from_defaults_and_says_so():

@@ -256,6 +256,43 @@ def test_measured_chunk_call_is_the_vocoder_cost_per_row(make_profile):
     card = build_cards(load_catalog(only=["RTX 4090"]), [("p.json", prof)], "fp16")[0]
     assert card.step.vocoder(0.512) == 0.004 and card.step.vocoder(0.1) == 0.004
     assert "one chunk's call measured in p.json" in card.step.how["vocoder"]
+    # a call over 8 rows' chunks, with only one row's call measured: 8 of them (an upper bound)
+    assert card.step.vocoder(8 * 0.512, rows=8) == pytest.approx(0.032)
+
+
+def test_a_batched_prefill_point_counts_all_its_tokens(make_profile):
+    from ttsperf.plan.cards import build_cards
+    from ttsperf.plan.catalog import load_catalog
+    from ttsperf.profile.schema import Measured, PrefillPoint
+
+    prof = make_profile(device="RTX 4090")
+    prof.prefill = [
+        PrefillPoint(prompt_tokens=64, seconds=Measured(value=0.002, unit="s", how="one")),
+        PrefillPoint(prompt_tokens=64, rows=16, seconds=Measured(value=0.010, unit="s", how="16 at once")),
+    ]
+    step = build_cards(load_catalog(only=["RTX 4090"]), [("p.json", prof)], "fp16")[0].step
+    assert step.prefill(64, 16) == pytest.approx(0.010)  # 16 joining at once: the batched point
+    assert step.prefill(64, 8) == pytest.approx(0.002 + 0.008 * (8 * 64 - 64) / (16 * 64 - 64))
+
+
+def test_measured_batched_audio_calls_are_interpolated_in_rows(make_profile):
+    from ttsperf.plan.cards import build_cards
+    from ttsperf.plan.catalog import load_catalog
+    from ttsperf.profile.schema import AudioCallPoint, Measured
+
+    prof = make_profile(device="RTX 4090")
+    prof.vocoder_chunk_seconds = Measured(value=0.004, unit="s", how="one chunk")
+    prof.audio_calls = [
+        AudioCallPoint(rows=r, seconds=Measured(value=t, unit="s", how="median"))
+        for r, t in ((1, 0.004), (16, 0.010), (64, 0.030))
+    ]
+    card = build_cards(load_catalog(only=["RTX 4090"]), [("p.json", prof)], "fp16")[0]
+    step = card.step
+    assert step.vocoder(0.5, rows=1) == pytest.approx(0.004)  # the measured points themselves
+    assert step.vocoder(0.5, rows=16) == pytest.approx(0.010)
+    assert step.vocoder(0.5, rows=40) == pytest.approx(0.020)  # between: linear in rows
+    assert step.vocoder(0.5, rows=128) == pytest.approx(0.030 + 64 * 0.020 / 48)  # beyond: last slope
+    assert "batched call measured in p.json at 1, 16, 64 rows" in step.how["vocoder"]
 
 
 def test_profile_host_cost_per_row_replaces_the_default(profile_file):

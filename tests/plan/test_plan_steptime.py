@@ -90,6 +90,9 @@ def test_prefill_measured_points_interpolate_and_extend():
     m = StepModel("fp16", KV16, 0.01, 0.0, 0.0, prefill_points=[(32, 0.02), (64, 0.03)])
     assert m.prefill(48) == pytest.approx(0.025)
     assert m.prefill(32, n=4) == pytest.approx(0.03 + (128 - 64) * (0.01 / 32))  # 4 prompts = 128 tokens
+    # two noisy points sloping down never extrapolate below the last measured time
+    noisy = StepModel("fp16", KV16, 0.01, 0.0, 0.0, prefill_points=[(16, 0.0013), (26, 0.0009)])
+    assert noisy.prefill(26, n=64) == pytest.approx(0.0009)
 
 
 def test_vocoder_measured_rate_or_roofline():

@@ -23,7 +23,18 @@ def test_grid_and_measured_values(prof, tiny_pipe):
     assert [(s.batch, s.context) for s in prof.steps] == [(1, 32), (1, 256), (4, 32), (4, 256)]
     assert all(s.seconds.value > 0 and s.seconds.n == 3 and "median" in s.seconds.how for s in prof.steps)
     assert prof.decode_seconds_per_audio_second.value > 0 and prof.vocoder_chunk_seconds.value > 0
-    assert [p.prompt_tokens for p in prof.prefill] == [8, 32]
+    # one prompt of each length, then the engine's batched admission: 4 prompts of the longest
+    assert [(p.prompt_tokens, p.rows) for p in prof.prefill] == [(8, 1), (32, 1), (32, 4)]
+    assert "prefill of 4 prompts in one call" in prof.prefill[2].seconds.how
+
+
+def test_the_batched_audio_call_is_timed_at_every_batch(prof, tiny_pipe):
+    """plan's engine makes one Decoder+Vocos call for every row emitting at a step: its cost vs
+    rows is measured at the grid's batches, on the engine's own audio path."""
+    assert [a.rows for a in prof.audio_calls] == [1, 4]
+    one, four = (a.seconds.value for a in prof.audio_calls)
+    assert 0 < one < four  # four rows' chunks are more work than one's
+    assert "batched Decoder + Vocos call over 4 rows" in prof.audio_calls[1].seconds.how
 
 
 def test_weights_and_kv_bytes_are_the_models(prof, tiny_pipe):

@@ -144,6 +144,10 @@ def test_metrics_count_what_was_served(live):
     key = 'ttsperf_http_requests_total{code="200",endpoint="/invoke"}'
     assert after[key] - before.get(key, 0) == 1
     assert after["ttsperf_step_seconds_count"] > before["ttsperf_step_seconds_count"]
+    # a buffered answer decodes its audio in one call, at its last step
+    name = "ttsperf_audio_call_seconds_"
+    calls, seconds = (after[name + k] - before[name + k] for k in ("count", "sum"))
+    assert calls == 1 and seconds > 0
     assert after['ttsperf_batch_size_bucket{le="+Inf"}'] == after["ttsperf_batch_size_count"]
     assert "ttsperf_queue_depth" in after and "ttsperf_running_requests" in after
     assert after['ttsperf_device_memory_bytes{kind="process_rss"}'] > 0

@@ -175,7 +175,7 @@ def render_prediction(p: Prediction, console: Console) -> None:
         ("throughput", f"{n.throughput_rps:.3f} req/s, {n.audio_seconds_per_s:.2f} audio s per s"),
         ("E2E", f"P50 {n.e2e_p50_s:.3f} s, P99 {n.e2e_p99_s:.3f} s"),
         ("TTFA", f"P50 {n.ttfa_p50_s:.3f} s, P99 {n.ttfa_p99_s:.3f} s"),
-        ("mean batch", f"{n.mean_batch:.1f} rows per step"),
+        ("mean batch", f"{n.mean_batch:.1f} rows per step of {1e3 * n.mean_step_s:.2f} ms"),
         (
             "workload",
             f"{w['audio_seconds']:g} s of audio ({w['steps']} steps), {w['prompt_tokens']}-token prompt",
@@ -290,7 +290,9 @@ def register(app: typer.Typer) -> None:
             None, "--memory-at", help="Also show the memory breakdown at this batch."
         ),
         requests: int = typer.Option(
-            1000, "--requests", help="Measured requests per simulation (p99 needs >= 1000)."
+            1000,
+            "--requests",
+            help="Measured requests per simulation (p99 needs >= 1000); --predict: bench's --requests.",
         ),
         seed: int = typer.Option(0, "--seed", help="Simulation seed (results are deterministic per seed)."),
         gpus_per_machine: int = typer.Option(

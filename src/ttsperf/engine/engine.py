@@ -370,7 +370,11 @@ class Engine:
                 emitting.append(window)
             elif finished[slot]:
                 self._finish(row, int(steps[slot]))
-        for window, samples in zip(emitting, self.runner.emit(emitting), strict=True):
+        t0 = time.perf_counter()
+        decoded = self.runner.emit(emitting)
+        if emitting:
+            self.stats.audio_call_seconds.observe(time.perf_counter() - t0)
+        for window, samples in zip(emitting, decoded, strict=True):
             row = self._rows[window.slot]
             row.emitted = window.end
             if samples.size:

@@ -44,6 +44,7 @@ class EngineStats:
     requests: Counter = field(default_factory=Counter)
     step_seconds: Histogram = field(default_factory=lambda: Histogram(STEP_BUCKETS))
     prefill_seconds: Histogram = field(default_factory=lambda: Histogram(STEP_BUCKETS))
+    audio_call_seconds: Histogram = field(default_factory=lambda: Histogram(STEP_BUCKETS))
     batch_size: Histogram = field(default_factory=lambda: Histogram(BATCH_BUCKETS))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 

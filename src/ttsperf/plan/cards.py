@@ -160,11 +160,18 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: b
         "interpolated in log batch and log context; nearest edge outside"
     )
     card.step.measured.add("correction")
-    card.step.prefill_points = [(q.prompt_tokens, q.seconds.value) for q in p.prefill]
+    card.step.prefill_points = [(q.rows * q.prompt_tokens, q.seconds.value) for q in p.prefill]
     if p.prefill:
         card.step.how["prefill"] = f"interpolated from {len(p.prefill)} prefill times measured in {path}"
         card.step.measured.add("prefill")
-    if p.vocoder_chunk_seconds is not None:
+    if p.audio_calls:
+        card.step.audio_points = [(a.rows, a.seconds.value) for a in p.audio_calls]
+        rows = ", ".join(str(a.rows) for a in p.audio_calls)
+        card.step.how["vocoder"] = (
+            f"the engine's batched call measured in {path} at {rows} rows, interpolated in rows"
+        )
+        card.step.measured.add("vocoder")
+    elif p.vocoder_chunk_seconds is not None:
         card.step.vocoder_call_s = p.vocoder_chunk_seconds.value
         card.step.how["vocoder"] = f"one chunk's call measured in {path}: {p.vocoder_chunk_seconds.how}"
         card.step.measured.add("vocoder")

@@ -5,6 +5,13 @@ question a server's owner asks before a load test: "what will my server do at th
 device (the profiled one, or one catalog card from defaults), one load (N streams closed loop or
 R requests/s Poisson), the engine's max batch; the answer is the numbers `ttsperf bench` reports,
 so the two can be held side by side.
+
+The simulation runs bench's protocol: a closed loop's warm-up drains before bench measures, so its
+N streams start together into an empty server and `requests` are measured from there (equal-length
+requests then run in waves, the batch full and emptying at once); an open loop's arrivals run
+from an empty server with the first tenth left out, as bench's warm-up requests are. Throughput is
+bench's: the measured requests over the window from the first sent to the last answered (which
+holds the last requests' whole latency, so it reads below the arrival rate on a short run).
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 from ttsperf.errors import UserError
+from ttsperf.plan import chattts_facts as F
 from ttsperf.plan.api import check_inputs
 from ttsperf.plan.cards import Card, apply_what_ifs, build_cards, plan_dtype
 from ttsperf.plan.catalog import load_catalog, split_names
@@ -29,6 +37,7 @@ class Numbers(BaseModel):
     ttfa_p50_s: float
     ttfa_p99_s: float
     mean_batch: float
+    mean_step_s: float = Field(description="seconds per decode step, host cost included, averaged over steps")
 
 
 class Prediction(BaseModel):
@@ -121,7 +130,8 @@ def predict(
     if maxb < 1:
         raise UserError(f"{card.name}: one {audio_seconds:g} s request does not fit in memory at {dt}")
     load = Load("streams", streams) if streams is not None else Load("rate", float(rate))
-    r = simulate(Engine.kind(engine, card.step, maxb, w), load, n_requests=requests, seed=seed)
+    cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
+    r = simulate(Engine.kind(engine, card.step, maxb, w), load, requests, seed, cold_start=cold)
     return Prediction(
         device=card.name,
         basis=basis,
@@ -136,13 +146,14 @@ def predict(
             "first_chunk_steps": first_chunk_steps,
         },
         prediction=Numbers(
-            throughput_rps=r.throughput_rps,
-            audio_seconds_per_s=r.audio_throughput,
+            throughput_rps=r.window_rps,
+            audio_seconds_per_s=r.window_rps * w.steps / F.STEPS_PER_AUDIO_SECOND,
             e2e_p50_s=r.p50_s,
             e2e_p99_s=r.p99_s,
             ttfa_p50_s=r.ttfa_p50_s,
             ttfa_p99_s=r.ttfa_p99_s,
             mean_batch=r.mean_batch,
+            mean_step_s=r.mean_step_s,
         ),
         simulated_requests=r.n,
         p99_resolved=r.p99_resolved,

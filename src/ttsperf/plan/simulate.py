@@ -90,6 +90,7 @@ class SimResult:
     rtf_p99: float
     underrun_p99_s: float  # worst playback stall per request (player starts at first chunk)
     throughput_rps: float
+    window_rps: float  # bench's req/s: the measured requests over [first sent, last done]
     audio_throughput: float  # audio seconds per wall second (RTFx)
     mean_batch: float  # rows per decode step, averaged over steps
     mean_step_s: float
@@ -305,7 +306,7 @@ def simulate(
         heapq.heappop(event_steps)
         evs = events.pop(g)
         if engine.batched_vocoder:
-            now += sm.vocoder(sum(chunk_audio[c] for _, c in evs))
+            now += sm.vocoder(sum(chunk_audio[c] for _, c in evs), len(evs))
         for rid, c in evs:
             a = chunk_audio[c]
             if not engine.batched_vocoder:  # this row's own call; its chunk is out when it returns
@@ -345,8 +346,10 @@ def simulate(
         # bench's definition when reproducing it: the measured successes over their window
         completed = n_requests if cold_start else sum(1 for t in done_t.values() if t0 < t <= t1)
         throughput = completed / (t1 - t0) if t1 > t0 else math.inf
+    window = max(done_t[i] for i in ids) - min(arrival_t[i] for i in ids)
     return SimResult(
         n=n_requests,
+        window_rps=n_requests / window if window > 0 else math.inf,
         mean_s=float(e2e.mean()),
         p50_s=float(np.percentile(e2e, 50)),
         p99_s=float(np.percentile(e2e, 99)),

@@ -110,6 +110,18 @@ class Correction:
         return cls(np.log(np.array(bs, float)), np.log(np.array(ls, float)), factor)
 
 
+def _interpolate(points: list[tuple[int, float]], x: float) -> float:
+    """Measured (x, seconds) points, linear between them, the last measured slope beyond them
+    (np.interp would clamp); one point: proportional."""
+    xs, ts = zip(*sorted(points), strict=True)
+    if len(xs) == 1:
+        return float(ts[0]) * x / xs[0]
+    if x > xs[-1]:  # a noisy pair can slope down: never below flat
+        slope = max(0.0, (ts[-1] - ts[-2]) / (xs[-1] - xs[-2]))
+        return float(ts[-1] + slope * (x - xs[-1]))
+    return float(np.interp(x, xs, ts))
+
+
 @dataclass
 class StepModel:
     """Seconds per step on one device. inv_bw = 1/(BW x MBU) s/B; inv_flops = 1/(peak x MFU) s/flop."""
@@ -124,6 +136,7 @@ class StepModel:
     prefill_points: list[tuple[int, float]] = field(default_factory=list)  # measured (P, s)
     vocoder_s_per_audio_s: float | None = None  # measured on this card
     vocoder_call_s: float | None = None  # one streamed chunk's call, measured on this card
+    audio_points: list[tuple[int, float]] = field(default_factory=list)  # measured (rows, s) per call
     vocoder_fixed: float | None = None  # a call's launch cost; None = t_fixed (assumption)
     correction: Correction | None = None  # measured/roofline on this card's profile grid
     # The engine's host work per row per step (NumPy bookkeeping; engine/engine.py), added by
@@ -165,30 +178,27 @@ class StepModel:
         prefill processes that many tokens in one call.
         """
         if self.prefill_points:
-            tokens = n * prompt
-            ps, ts = zip(*sorted(self.prefill_points), strict=True)
-            if len(ps) == 1:
-                return float(ts[0]) * tokens / ps[0]
-            if tokens > ps[-1]:  # extend the last measured slope; np.interp would clamp
-                slope = (ts[-1] - ts[-2]) / (ps[-1] - ps[-2])
-                return float(ts[-1] + slope * (tokens - ps[-1]))
-            return float(np.interp(tokens, ps, ts))
+            return _interpolate(self.prefill_points, n * prompt)
         mem = prefill_bytes(prompt * n, self.dtype, self.kv_per_token) * self.inv_bw
         comp = n * prefill_flops(prompt) * self.inv_flops
         return self.t_fixed + max(mem, comp)
 
-    def vocoder(self, audio_seconds: float) -> float:
-        """One Decoder+Vocos call over `audio_seconds` of new audio (one row's chunk, or all rows').
+    def vocoder(self, audio_seconds: float, rows: int = 1) -> float:
+        """One Decoder+Vocos call over `audio_seconds` of new audio, `rows` rows' chunks in it.
 
-        A measured per-chunk call or rate when the profile has one for this card; else the same
-        roofline shape as a step: a fixed launch cost (vocoder_fixed, assumed equal to t_fixed
-        unless set: 12 + 8 conv blocks launch kernels like 20 transformer layers do) plus the
-        convolutions' weight reads or flops.
+        Measured calls when the profile has them for this card: the engine's batched call vs rows
+        (interpolated, the last slope beyond), or one row's chunk (then a call of n rows costs n
+        of them: an upper bound, batching only amortises), or a rate per audio second; else the
+        same roofline shape as a step: a fixed launch cost (vocoder_fixed, assumed equal to
+        t_fixed unless set: 12 + 8 conv blocks launch kernels like 20 transformer layers do)
+        plus the convolutions' weight reads or flops.
         """
         if audio_seconds <= 0:
             return 0.0
-        if self.vocoder_call_s is not None:  # measured per call: the launch cost dominates a chunk
-            return self.vocoder_call_s
+        if self.audio_points:
+            return _interpolate(self.audio_points, rows)
+        if self.vocoder_call_s is not None:  # one row's chunk measured: the launch cost dominates it
+            return self.vocoder_call_s * rows
         if self.vocoder_s_per_audio_s is not None:
             return self.vocoder_s_per_audio_s * audio_seconds
         b = F.BYTES_PER_DTYPE[self.dtype]

@@ -18,7 +18,8 @@ import psutil
 import torch
 
 from ttsperf import __version__
-from ttsperf.engine.audio import AudioDecoder
+from ttsperf.engine.audio import AudioDecoder, BatchedAudio
+from ttsperf.engine.engine import EngineConfig
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
@@ -33,6 +34,7 @@ from ttsperf.model.sampling import (
     width,
 )
 from ttsperf.profile.schema import (
+    AudioCallPoint,
     DeviceInfo,
     Measured,
     MemoryPoint,
@@ -128,6 +130,17 @@ def decode_step(
     return slots, step
 
 
+def audio_call_seconds(pipe: Pipeline, rows: int, repeats: int, gen: torch.Generator) -> tuple[float, float]:
+    """(median, spread) of the engine's one Decoder+Vocos call (engine/audio.py) when `rows` rows
+    emit a mid-stream chunk at the same step: 24 new steps each, after a full left context."""
+    audio = BatchedAudio(pipe.model, 4)
+    steps = 24 + (audio.ctx_frames + 1) // 2 + 24
+    emitted = (2 * (steps - 24) - audio.lookahead_frames) * audio.hop  # the previous chunk's end
+    hidden = torch.randn(rows, steps, pipe.cfg.gpt.hidden_size, generator=gen).to(pipe.device)
+    windows = [audio.window(r, steps, emitted, final=False) for r in range(rows)]
+    return median_time(lambda: audio.decode(hidden, windows), pipe.device, repeats, 1)
+
+
 def fixed_overhead(steps: list[StepPoint]) -> Measured | None:
     """The part of a decode step no row adds: the intercept a of a least-squares fit
     t = a + b x batch + c x batch x context over the measured grid (None if the grid cannot
@@ -180,7 +193,7 @@ def host_per_row(pipe: Pipeline, batches: list[int], repeats: int) -> Measured |
     """The engine's step minus the bare decode step (forward + heads + sampling + one read) at the
     same batch and context, at the smallest and largest batch: the slope is what each row adds on
     the host per step (plan's t_row). None with fewer than two batches."""
-    from ttsperf.engine.engine import Engine, EngineConfig
+    from ttsperf.engine.engine import Engine
 
     lo, hi = min(batches), max(batches)
     if lo == hi:
@@ -282,6 +295,16 @@ def profile_model(
         t, spread = median_time(lambda: fwd.prefill(e, slots, 0), device, few, 1)  # noqa: B023
         how = _how(few, 1, device, "slot-forward prefill of one prompt")
         prefill.append(PrefillPoint(prompt_tokens=n, seconds=_measured(t, spread, few, how)))
+    # the engine prefills everyone joining at a step in one call, up to its token budget: the
+    # tokens plan's simulator will ask about at the batches it predicts
+    n, budget = max(prompts), EngineConfig.prefill_tokens
+    for rows in sorted({min(b, budget // n) for b in batches if b > 1} - {0, 1}):
+        say(f"prefill, {rows} prompts of {n} tokens in one call")
+        slots = kv_slots(pipe, rows, n)
+        e = torch.randn(rows, n, g.hidden_size, generator=gen).to(device, dtype)
+        t, spread = median_time(lambda: fwd.prefill_many(e, slots, 0, [n] * rows), device, few, 1)  # noqa: B023
+        how = _how(few, 1, device, f"slot-forward prefill of {rows} prompts in one call")
+        prefill.append(PrefillPoint(prompt_tokens=n, rows=rows, seconds=_measured(t, spread, few, how)))
 
     say("decoder + vocoder")
     audio_steps = round(5 * cfg.steps_per_second)
@@ -304,6 +327,13 @@ def profile_model(
     t, spread = median_time(one_chunk, device, few, 1)
     how = _how(few, 1, device, "one streamed chunk (24 new steps + left context), Decoder + Vocos")
     chunk_seconds = _measured(t, spread, few, how)
+    audio_calls = []
+    for rows in batches:
+        say(f"decoder + vocoder, {rows} rows' chunks in one call")
+        t, spread = audio_call_seconds(pipe, rows, few, gen)
+        what = f"the engine's batched Decoder + Vocos call over {rows} rows' streamed chunks"
+        how = _how(few, 1, device, what)
+        audio_calls.append(AudioCallPoint(rows=rows, seconds=_measured(t, spread, few, how)))
 
     say("the engine's host work per row")
     host = host_per_row(pipe, batches, repeats)
@@ -343,5 +373,6 @@ def profile_model(
         prefill=prefill,
         decode_seconds_per_audio_second=decode_rate,
         vocoder_chunk_seconds=chunk_seconds,
+        audio_calls=audio_calls,
         achieved_bandwidth_gbs=Measured(value=bw, unit="GB/s", how=bw_how),
     )

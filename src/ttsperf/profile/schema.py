@@ -75,6 +75,14 @@ class StepPoint(_Strict):
 
 class PrefillPoint(_Strict):
     prompt_tokens: int = Field(ge=1)
+    rows: int = Field(1, ge=1, description="prompts prefilled together in one call (the engine's admission)")
+    seconds: Measured
+
+
+class AudioCallPoint(_Strict):
+    """The engine's one Decoder+Vocos call for `rows` rows emitting a streamed chunk at one step."""
+
+    rows: int = Field(ge=1)
     seconds: Measured
 
 
@@ -115,6 +123,10 @@ class ModelProfile(_Strict):
     vocoder_chunk_seconds: Measured | None = Field(
         None,
         description="one row's Decoder + Vocos call over one streamed chunk (its new steps + left context)",
+    )
+    audio_calls: list[AudioCallPoint] = Field(
+        default_factory=list,
+        description="the engine's batched Decoder + Vocos call vs the rows emitting a chunk at once",
     )
     fixed_step_overhead_s: Measured | None = None
     host_per_row_step_s: Measured | None = Field(

@@ -93,6 +93,11 @@ class EngineCollector(Collector):
         yield _histogram("ttsperf_batch_size", "Rows in each decode step.", s.batch_size)
         yield _histogram("ttsperf_step_seconds", "Wall seconds of each decode step.", s.step_seconds)
         yield _histogram("ttsperf_prefill_seconds", "Wall seconds of each prompt prefill.", s.prefill_seconds)
+        yield _histogram(
+            "ttsperf_audio_call_seconds",
+            "Wall seconds of each Decoder+Vocos call (every row emitting at a step).",
+            s.audio_call_seconds,
+        )
         yield CounterMetricFamily(
             "ttsperf_decode_steps", "Decode steps summed over rows (one per 4 codes).", value=s.decode_steps
         )
