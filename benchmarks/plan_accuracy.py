@@ -115,99 +115,95 @@ def measured(run, point: int) -> dict[str, float]:
     }
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--config", default="tiny", choices=["tiny", "chattts"])
-    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
-    ap.add_argument("--max-batch", type=int, default=256)
-    ap.add_argument("--streams", default="16,64,256", help="closed loops, comma-separated")
-    ap.add_argument("--rates", default="0.5,0.9", help="Poisson rates as fractions of capacity; '' none")
-    ap.add_argument("--requests", type=int, default=256, help="measured requests per point (at least)")
-    ap.add_argument("--threads", type=int, default=1, help="the server's torch threads (and CPUs)")
-    ap.add_argument("--repeats", type=int, default=5, help="profile repeats per point")
-    args = ap.parse_args()
+def measure(args, prof: Path, steps: int, prompt_tokens: int) -> list[dict]:
+    """Profile, serve, bench every load; -> one dict per point (what bench and the engine saw)."""
     streams = [int(s) for s in args.streams.split(",")]
     rates = [float(r) for r in args.rates.split(",") if r]
     ncpu = os.cpu_count() or 1
     server_cpus = set(range(min(args.threads, ncpu)))
     client_cpus = set(range(ncpu)) - server_cpus or server_cpus
     env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
-    steps, prompt_tokens = workload(args.config)
     audio_s = steps / 46.875
     chunks_per_request = len(chunk_plan(Workload(audio_s, prompt_tokens))[0])  # the server's chunks
 
     def pinned() -> None:
         os.sched_setaffinity(0, server_cpus)
 
-    with tempfile.TemporaryDirectory() as tmp:
-        prof = Path(tmp) / "profile.json"
-        batches = sorted({1, *(b for b in (4, 16, 64, 256) if b < args.max_batch), args.max_batch})
-        print(f"profiling batches {batches} ...", file=sys.stderr, flush=True)
-        grid = ["--batches", ",".join(map(str, batches)), "--contexts", "32,256", "--prompts",
-                f"16,{prompt_tokens}", "--repeats", str(args.repeats)]  # fmt: skip
-        cmd = [sys.executable, "-m", "ttsperf", "profile", "--synthetic", "--config", args.config,
-               "--dtype", args.dtype, *grid, "-o", str(prof)]  # fmt: skip
-        subprocess.run(cmd, env=env, preexec_fn=pinned, check=True, stdout=subprocess.DEVNULL)
+    batches = sorted({1, *(b for b in (4, 16, 64, 256) if b < args.max_batch), args.max_batch})
+    print(f"profiling batches {batches} ...", file=sys.stderr, flush=True)
+    grid = ["--batches", ",".join(map(str, batches)), "--contexts", "32,256", "--prompts",
+            f"16,{prompt_tokens}", "--repeats", str(args.repeats)]  # fmt: skip
+    cmd = [sys.executable, "-m", "ttsperf", "profile", "--synthetic", "--config", args.config,
+           "--dtype", args.dtype, *grid, "-o", str(prof)]  # fmt: skip
+    subprocess.run(cmd, env=env, preexec_fn=pinned, check=True, stdout=subprocess.DEVNULL)
 
-        port = free_port()
-        url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "ttsperf", "serve", "--synthetic", "--config", args.config,
-               "--dtype", args.dtype, "--port", str(port), "--max-batch", str(args.max_batch),
-               "--max-queue", "4096", "--log-level", "warning"]  # fmt: skip
-        log = (Path(tmp) / "server.log").open("w")
-        server = subprocess.Popen(cmd, env=env, preexec_fn=pinned, stdout=log, stderr=subprocess.STDOUT)
-        os.sched_setaffinity(0, client_cpus)
-        rows = []
-        try:
-            deadline = time.monotonic() + 300
-            while time.monotonic() < deadline:
-                try:
-                    if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.5)
-            loads = [("streams", float(c)) for c in streams] + [("rate", f) for f in rates]
-            capacity = None
-            for kind, value in loads:
-                if kind == "rate":
-                    value = round(value * capacity, 3)
-                n = max(args.requests, 3 * int(value)) if kind == "streams" else args.requests
-                warm = int(value) if kind == "streams" else max(8, n // 10)
-                label = f"{int(value)} streams" if kind == "streams" else f"{value:g} req/s"
-                print(f"{label}: {n} requests after {warm} warm-up ...", file=sys.stderr, flush=True)
-                cfg = BenchConfig(urls=[url], adapter="openai", stream=True, requests=n, warmup=warm,
-                                  gpu=False, timeout=600,
-                                  **({"concurrency": [int(value)]} if kind == "streams"
-                                     else {"rate": [value]}))  # fmt: skip
-                before, t0, cpu0 = metrics(url), time.monotonic(), loop_cpu(server.pid)
-                run = run_bench(cfg)
-                engine = engine_view(before, metrics(url))
-                engine["span_s"] = time.monotonic() - t0  # warm-up included, as in the counters
-                engine["loop_cpu_s"] = loop_cpu(server.pid) - cpu0
-                engine["requests"] = len(run.records)
-                engine["chunks"] = len(run.records) * chunks_per_request
-                m = measured(run, 0)
-                if kind == "streams":
-                    capacity = max(capacity or 0.0, m["throughput"])
-                load = {"streams": int(value)} if kind == "streams" else {"rate": value}
-                p = predict(profile=[str(prof)], max_batch=args.max_batch, dtype=args.dtype, requests=n,
-                            audio_seconds=audio_s, prompt_tokens=prompt_tokens, **load)  # fmt: skip
-                rows.append((label, m, p, engine))
-        finally:
-            stop_server(server)
-        prof_json = json.loads(prof.read_text())
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [sys.executable, "-m", "ttsperf", "serve", "--synthetic", "--config", args.config,
+           "--dtype", args.dtype, "--port", str(port), "--max-batch", str(args.max_batch),
+           "--max-queue", "4096", "--log-level", "warning"]  # fmt: skip
+    log = (prof.parent / "server.log").open("w")
+    server = subprocess.Popen(cmd, env=env, preexec_fn=pinned, stdout=log, stderr=subprocess.STDOUT)
+    os.sched_setaffinity(0, client_cpus)
+    points = []
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        loads = [("streams", float(c)) for c in streams] + [("rate", f) for f in rates]
+        capacity = None
+        for kind, value in loads:
+            if kind == "rate":
+                value = round(value * capacity, 3)
+            n = max(args.requests, 3 * int(value)) if kind == "streams" else args.requests
+            warm = int(value) if kind == "streams" else max(8, n // 10)
+            label = f"{int(value)} streams" if kind == "streams" else f"{value:g} req/s"
+            print(f"{label}: {n} requests after {warm} warm-up ...", file=sys.stderr, flush=True)
+            cfg = BenchConfig(urls=[url], adapter="openai", stream=True, requests=n, warmup=warm,
+                              gpu=False, timeout=600,
+                              **({"concurrency": [int(value)]} if kind == "streams"
+                                 else {"rate": [value]}))  # fmt: skip
+            before, t0, cpu0 = metrics(url), time.monotonic(), loop_cpu(server.pid)
+            run = run_bench(cfg)
+            engine = engine_view(before, metrics(url))
+            engine["span_s"] = time.monotonic() - t0  # warm-up included, as in the counters
+            engine["loop_cpu_s"] = loop_cpu(server.pid) - cpu0
+            engine["requests"] = len(run.records)
+            engine["chunks"] = len(run.records) * chunks_per_request
+            m = measured(run, 0)
+            if kind == "streams":
+                capacity = max(capacity or 0.0, m["throughput"])
+            points.append(
+                {"label": label, "kind": kind, "value": value, "n": n, "measured": m, "engine": engine}
+            )
+    finally:
+        stop_server(server)
+    return points
 
+
+def report(args, prof: Path, points: list[dict], steps: int, prompt_tokens: int) -> None:
+    audio_s = steps / 46.875
+    prof_json = json.loads(prof.read_text())
     host = prof_json["host_per_row_step_s"]["value"] * 1e6
+    threads = prof_json["runtime"]["threads"]
     print(
         f"\nplan --predict vs bench: {args.config} (synthetic), {args.dtype}, server max batch "
-        f"{args.max_batch}, {args.threads} torch thread(s) on CPU {sorted(server_cpus)}, client on "
-        f"{sorted(client_cpus)}; streaming OpenAI endpoint; {steps} steps ({audio_s:.2f} s) and "
-        f"{prompt_tokens} prompt tokens per request; profile's host cost per row per step {host:.1f} us"
+        f"{args.max_batch}, {threads} torch thread(s), the client on the other CPU(s); streaming OpenAI "
+        f"endpoint; {steps} steps ({audio_s:.2f} s) and {prompt_tokens} prompt tokens per request; "
+        f"profile's host cost per row per step {host:.1f} us"
     )
     print(f"machine: {machine()}; flags: {cpu_flags()}")
     print(f"{'load':<13}{'metric':<11}{'plan':>8}{'bench':>8}{'error':>8}  target")
-    for label, m, p, engine in rows:
+    for point in points:
+        label, m, engine = point["label"], point["measured"], point["engine"]
+        load = {"streams": int(point["value"])} if point["kind"] == "streams" else {"rate": point["value"]}
+        p = predict(profile=[str(prof)], max_batch=args.max_batch, dtype=args.dtype, requests=point["n"],
+                    audio_seconds=audio_s, prompt_tokens=prompt_tokens, **load)  # fmt: skip
         pr = p.prediction
         plan = {"throughput": pr.throughput_rps, "E2E P50": pr.e2e_p50_s, "E2E P99": pr.e2e_p99_s,
                 "TTFA P50": pr.ttfa_p50_s, "TTFA P99": pr.ttfa_p99_s}  # fmt: skip
@@ -233,6 +229,35 @@ def main() -> int:
         f"--config {args.config} --dtype {args.dtype} --max-batch {args.max_batch} --streams "
         f"{args.streams} --rates '{args.rates}' --requests {args.requests} --threads {args.threads}"
     )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default="tiny", choices=["tiny", "chattts"])
+    ap.add_argument("--dtype", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--max-batch", type=int, default=256)
+    ap.add_argument("--streams", default="16,64,256", help="closed loops, comma-separated")
+    ap.add_argument("--rates", default="0.5,0.9", help="Poisson rates as fractions of capacity; '' none")
+    ap.add_argument("--requests", type=int, default=256, help="measured requests per point (at least)")
+    ap.add_argument("--threads", type=int, default=1, help="the server's torch threads (and CPUs)")
+    ap.add_argument("--repeats", type=int, default=5, help="profile repeats per point")
+    ap.add_argument("--save", type=Path, help="keep the profile and the measured points in this folder")
+    ap.add_argument("--replay", type=Path, help="predict again for a --save folder, measuring nothing")
+    args = ap.parse_args()
+    steps, prompt_tokens = workload(args.config)
+    if args.replay:
+        saved = json.loads((args.replay / "points.json").read_text())
+        for key in ("config", "dtype", "max_batch", "streams", "rates", "requests", "threads"):
+            setattr(args, key, saved["args"][key])
+        report(args, args.replay / "profile.json", saved["points"], steps, prompt_tokens)
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = args.save or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        points = measure(args, folder / "profile.json", steps, prompt_tokens)
+        keep = {k: v for k, v in vars(args).items() if k not in ("save", "replay")}
+        (folder / "points.json").write_text(json.dumps({"args": keep, "points": points}, indent=1))
+        report(args, folder / "profile.json", points, steps, prompt_tokens)
     return 0
 
 

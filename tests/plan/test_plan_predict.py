@@ -11,6 +11,7 @@ from ttsperf.cli.main import app
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.predict import predict
 from ttsperf.plan.simulate import Engine, Load, simulate
+from ttsperf.plan.steptime import DEFAULT_T_CHUNK_S
 
 runner = CliRunner()
 KEYS = {"throughput_rps", "audio_seconds_per_s", "e2e_p50_s", "e2e_p99_s"}
@@ -63,8 +64,9 @@ def test_a_closed_loop_is_predicted_as_bench_runs_it(profile_file):
     and its req/s is the measured requests over [first sent, last answered]."""
     prof = str(profile_file(device="RTX 4090"))
     one_wave = predict(profile=[prof], streams=16, max_batch=16, requests=16).prediction
-    assert one_wave.e2e_p50_s == pytest.approx(one_wave.e2e_p99_s, rel=1e-9)  # all 16 alike
-    assert one_wave.throughput_rps == pytest.approx(16 / one_wave.e2e_p99_s, rel=1e-9)
+    # all 16 alike but for the server's hand-off of their last chunks, one after another
+    assert 0 < one_wave.e2e_p99_s - one_wave.e2e_p50_s < 16 * DEFAULT_T_CHUNK_S
+    assert one_wave.throughput_rps == pytest.approx(16 / one_wave.e2e_p99_s, rel=1e-3)
     assert one_wave.mean_batch == pytest.approx(16.0)
     # 32 streams on 16 slots: the second wave waits for the first, the median between 1 and 2 waves
     two = predict(profile=[prof], streams=32, max_batch=16, requests=32).prediction

@@ -299,6 +299,7 @@ def test_profile_host_cost_per_row_replaces_the_default(profile_file):
     prof = profile_file(device="RTX 4090", t_fixed=0.004)
     d = json.loads(prof.read_text())
     d["host_per_row_step_s"] = {"value": 2.5e-6, "unit": "s", "how": "engine step minus bare step"}
+    d["host_per_step_s"] = {"value": 4e-4, "unit": "s", "how": "intercept of the same line"}
     prof.write_text(json.dumps(d))
     plan = make_plan(profile=[str(prof)], scenario="offline", gpus="RTX 4090,RTX 3090", requests=100)
     fitted, default = _row(plan, "RTX 4090"), _row(plan, "RTX 3090")
@@ -306,3 +307,6 @@ def test_profile_host_cost_per_row_replaces_the_default(profile_file):
     assert fitted.basis["step.t_row"].how.startswith("2.5 us, measured in")
     assert default.basis["step.t_row"].kind == "sourced"
     assert default.basis["step.t_row"].how.startswith("7 us, measured: host share")
+    assert fitted.basis["step.t_host"].how.startswith("400 us per step, measured in")
+    assert "step.t_host" not in default.basis  # a card from defaults has it inside t_fixed
+    assert default.basis["step.t_chunk"].how.startswith("0.36 ms per chunk, beside the engine")

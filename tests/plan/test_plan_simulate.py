@@ -237,3 +237,34 @@ def test_the_engine_as_built_batches_its_calls_and_pays_the_host_cost():
     assert (built.batched_prefill, built.batched_vocoder, built.host_per_row_s) == (True, True, 3e-6)
     assert (v1.batched_prefill, v1.batched_vocoder, v1.host_per_row_s) == (False, False, 0.0)
     assert built.padded_attention and v1.padded_attention  # both pad the batch to its longest row
+    assert (built.handoff_s, built.handoff_serial) == (sm.t_chunk, False) and v1.handoff_s == 0.0
+
+
+def test_host_cost_per_step_adds_once_whatever_the_batch():
+    t, c, steps = 0.01, 2e-3, 100
+    e = constant_engine(t, steps=steps, max_batch=8, prefill_s=0.0)
+    e.host_per_step_s = c
+    alone = simulate(e, Load("streams", 1), n_requests=20)
+    assert alone.p50_s == pytest.approx((steps - 1) * (t + c), rel=1e-9)
+    full = simulate(e, Load("streams", 8), n_requests=16, cold_start=True)
+    assert full.p50_s == pytest.approx((steps - 1) * (t + c), rel=1e-9)  # the same for 8 rows
+
+
+def test_chunks_emitted_together_leave_one_hand_off_apart():
+    """8 rows sent at once, equal lengths: one audio call per chunk boundary, then the event loop
+    hands the 8 chunks out h apart. Beside the engine (a GPU's host) only the chunks wait; on the
+    engine's CPU (handoff_serial) the loop has half the CPU, so they leave 2 h apart, and the
+    engine's next steps take the other half: the run is longer by the hand-offs."""
+    t, h, steps = 0.01, 1e-3, 48  # chunks at 24 and 48 steps
+    e = constant_engine(t, steps=steps, max_batch=8, prefill_s=0.0)
+    e.handoff_s = h
+    beside = simulate(e, Load("streams", 8), n_requests=8, cold_start=True)
+    first = 23 * t  # the prefill samples step one
+    assert beside.ttfa_p50_s == pytest.approx(first + 4.5 * h, rel=1e-9)  # 1 h .. 8 h: median 4.5 h
+    assert beside.ttfa_p99_s == pytest.approx(first + 7.93 * h, rel=1e-9)  # numpy's linear p99
+    assert beside.p99_s == pytest.approx((steps - 1) * t + 7.93 * h, rel=1e-9)  # steps never waited
+    e.handoff_serial = True
+    shared = simulate(e, Load("streams", 8), n_requests=8, cold_start=True)
+    assert shared.ttfa_p50_s == pytest.approx(first + 9 * h, rel=1e-9)  # 2 h .. 16 h
+    # the 8 first chunks' hand-offs (8 h) stretch the next steps by as much
+    assert shared.p50_s == pytest.approx((steps - 1) * t + 8 * h + 9 * h, rel=1e-9)

@@ -106,8 +106,11 @@ def test_profile_measures_the_engines_host_cost_per_row(prof, tiny_pipe):
     host = prof.host_per_row_step_s
     assert host is not None and host.value >= 0 and host.unit == "s"
     assert "(engine step - bare decode step) at batch 4 minus at batch 1" in host.how
+    per_step = prof.host_per_step_s
+    assert per_step is not None and per_step.value >= 0 and "intercept of the same line" in per_step.how
     one = profile_model(tiny_pipe, batches=[2], contexts=[32], prompts=[8], repeats=2, warmup=1)
     assert one.host_per_row_step_s is None  # one batch size cannot separate per-row from per-step
+    assert one.host_per_step_s is None
 
 
 def test_int8_weights_count_their_int8_bytes(tiny_pipe):

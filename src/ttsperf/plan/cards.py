@@ -16,7 +16,14 @@ from ttsperf.plan.catalog import Catalog, Gpu
 from ttsperf.plan.memory import MemoryModel, Workload, card_bytes
 from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.schema import Basis
-from ttsperf.plan.steptime import ROOFLINE_HOW, Correction, StepModel, default_model, fit_step_times
+from ttsperf.plan.steptime import (
+    DEFAULT_T_CHUNK_SOURCE,
+    ROOFLINE_HOW,
+    Correction,
+    StepModel,
+    default_model,
+    fit_step_times,
+)
 from ttsperf.profile.schema import MaxBatchPoint, ModelProfile
 
 
@@ -144,6 +151,19 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: b
             f"{card.step.t_row * 1e6:.1f} us, measured in {path}: {p.host_per_row_step_s.how}"
         )
         card.step.measured.add("t_row")
+    # a server on the CPU it computes on hands its chunks out on that CPU: the engine waits
+    card.step.chunk_serial = p.device.kind == "cpu"
+    if card.step.chunk_serial:
+        card.step.how["t_chunk"] = (
+            f"{card.step.t_chunk * 1e3:g} ms per chunk, on the engine's CPU (a CPU profile), "
+            + DEFAULT_T_CHUNK_SOURCE
+        )
+    if p.host_per_step_s is not None:
+        card.step.t_host = p.host_per_step_s.value
+        card.step.how["t_host"] = (
+            f"{card.step.t_host * 1e6:.0f} us per step, measured in {path}: {p.host_per_step_s.how}"
+        )
+        card.step.measured.add("t_host")
     if p.achieved_bandwidth_gbs is not None:
         card.step.how["mbu"] += (
             f"; the profile's achieved bandwidth: {p.achieved_bandwidth_gbs.value:.4g} GB/s"

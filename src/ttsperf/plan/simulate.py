@@ -50,13 +50,17 @@ class Engine:
     batched_prefill: bool = False  # True: one prefill call for everyone joining at a boundary
     batched_vocoder: bool = False  # True: one Decoder+Vocos call per step for all emitting rows
     host_per_row_s: float = 0.0  # host seconds per row per step, on top of t(B, L)
+    host_per_step_s: float = 0.0  # host seconds per step whatever its rows, on top of t(B, L)
+    handoff_s: float = 0.0  # the server's event loop per chunk sent, one chunk after another
+    handoff_serial: bool = False  # True: on the engine's CPU, so the engine waits for it too
 
     @classmethod
     def kind(cls, name: str, step: StepModel, max_batch: int, workload: Workload) -> Engine:
         """'ttsperf' (the engine as built) or 'v1' (ttsperf's engine before v2, for comparison)."""
         if name == "v1":
             return cls(step, max_batch, workload)
-        return cls(step, max_batch, workload, True, True, True, step.t_row)
+        s = step
+        return cls(s, max_batch, workload, True, True, True, s.t_row, s.t_host, s.t_chunk, s.chunk_serial)
 
 
 ENGINES = {
@@ -249,6 +253,8 @@ def simulate(
     starts: deque[int] = deque()  # running rows' start steps, oldest first (all rows run S steps)
     done_measured = 0
     step_count, step_time_sum, batch_step_sum = 0, 0.0, 0
+    loop_free = 0.0  # when the server's event loop has handed out every chunk so far
+    debt = 0.0  # hand-off seconds still to share the engine's CPU with (handoff_serial)
     idle = 0.0  # time the worker waits with nothing to run (for the busy fraction -> power)
 
     def take_arrivals() -> None:
@@ -280,7 +286,9 @@ def simulate(
         if admitted:
             now += sm.prefill(prompt, admitted) if engine.batched_prefill else admitted * t_prefill
         if batch == 0:
-            idle += max(0.0, arrivals[0][0] - now)
+            gap = max(0.0, arrivals[0][0] - now)
+            idle += gap
+            debt = max(0.0, debt - gap)  # the event loop has the CPU to itself meanwhile
             now = max(now, arrivals[0][0])
             continue
 
@@ -289,12 +297,20 @@ def simulate(
         # Run steps until the next row event, or until the first boundary after the next arrival
         # when a slot is free (so it can join).
         t_arr = arrivals[0][0] - now if (batch < maxb and arrivals) else math.inf
+        # Sharing one CPU with the event loop's pending hand-offs (debt): the first `debt` seconds
+        # of steps take twice as long, so an arrival t_arr away comes after t_arr - debt seconds
+        # of steps (t_arr / 2 while the debt lasts).
+        t_stop = t_arr / 2 if t_arr <= 2 * debt else t_arr - debt
         ctx0 = attended_tokens(engine.padded_attention, batch, prompt, g, starts[0], sum_start)
         # a measured correction of the device's step, taken constant over the run; the host's
         # per-row work comes on top of it
         f = 1.0 if sm.correction is None else sm.factor(batch, ctx0 + batch * k / 2)
-        coef = (c0 * f + engine.host_per_row_s * batch, c1 * f, c2 * f, c3 * f, c4 * f)
-        elapsed, stop = _run_steps(coef, batch, ctx0, k, t_arr)
+        host = engine.host_per_step_s + engine.host_per_row_s * batch
+        coef = (c0 * f + host, c1 * f, c2 * f, c3 * f, c4 * f)
+        elapsed, stop = _run_steps(coef, batch, ctx0, k, t_stop)
+        shared = min(elapsed, debt)
+        debt -= shared
+        elapsed += shared
         now += elapsed
         g += stop
         step_count += stop
@@ -307,17 +323,24 @@ def simulate(
         evs = events.pop(g)
         if engine.batched_vocoder:
             now += sm.vocoder(sum(chunk_audio[c] for _, c in evs), len(evs))
+        # the event loop hands the chunks out one after another; on the engine's CPU it has half
+        # of it while the engine runs, and the engine's next steps pay for the other half (debt)
+        per_chunk = engine.handoff_s * (2 if engine.handoff_serial else 1)
+        if engine.handoff_serial:
+            debt += engine.handoff_s * len(evs)
         for rid, c in evs:
             a = chunk_audio[c]
             if not engine.batched_vocoder:  # this row's own call; its chunk is out when it returns
                 now += sm.vocoder(a)
+            loop_free = max(loop_free, now) + per_chunk
+            out = loop_free
             if c == 0:
-                first_t[rid], play_end[rid], stall[rid] = now, now + a, 0.0
+                first_t[rid], play_end[rid], stall[rid] = out, out + a, 0.0
             else:
-                stall[rid] = max(stall[rid], now - play_end[rid])
-                play_end[rid] = max(play_end[rid], now) + a
+                stall[rid] = max(stall[rid], out - play_end[rid])
+                play_end[rid] = max(play_end[rid], out) + a
             if c == last_chunk:
-                done_t[rid] = now
+                done_t[rid] = out
                 batch -= 1
                 start = g_start.pop(rid)
                 sum_start -= start
@@ -326,7 +349,7 @@ def simulate(
                 if warmup <= rid < measured_end:
                     done_measured += 1
                 if stream_of[rid] >= 0:
-                    new_arrival(now, stream_of[rid])
+                    new_arrival(out, stream_of[rid])
 
     ids = range(warmup, measured_end)
     e2e = np.array([done_t[i] - arrival_t[i] for i in ids])

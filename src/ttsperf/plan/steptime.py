@@ -42,6 +42,16 @@ DEFAULT_T_ROW_SOURCE = (
 # Model bandwidth utilisation: serving stacks reach ~60-85% of peak bandwidth in decode
 # (rule of thumb, open-source-ai.tech glossary "model bandwidth utilization"); an eager PyTorch
 # engine sits at the low end.
+# The server's hand-off of one streamed chunk: its event loop (one thread) frames it and writes it
+# to the socket, one chunk after another, so the k-th chunk of a step's emission leaves k
+# hand-offs after the audio call returns. Measured as the CPU seconds of `ttsperf serve`'s event
+# loop thread per chunk sent (its per-request work included, 8 chunks per request): 0.26-0.53 ms
+# at the ten points of two runs of benchmarks/plan_accuracy.py on tiny (docs/PLANNING.md §8b).
+DEFAULT_T_CHUNK_S = 0.36e-3
+DEFAULT_T_CHUNK_SOURCE = (
+    "measured: ttsperf serve's event-loop CPU per streamed chunk on a 2-vCPU EPYC, median of the "
+    "0.26-0.53 ms of benchmarks/plan_accuracy.py's points (docs/PLANNING.md §8b)"
+)
 DEFAULT_MBU = 0.60
 DEFAULT_MBU_SOURCE = "assumption: low end of the 60-85% MBU rule of thumb for decode"
 # No published figure for ChatTTS; decode is bandwidth-bound on every catalog card at the batch
@@ -142,6 +152,15 @@ class StepModel:
     # The engine's host work per row per step (NumPy bookkeeping; engine/engine.py), added by
     # the simulator for ttsperf's engine on top of t(B, L); not part of the device's roofline.
     t_row: float = 0.0
+    # The engine's host work per step whatever its rows, beyond the bare decode step a profile's
+    # grid times (the batch state's ops, the scheduler): measured by a profile; on a card planned
+    # from defaults it is part of t_fixed, the quote for a whole eager step.
+    t_host: float = 0.0
+    # The server's hand-off per streamed chunk (its event loop), and whether it runs on the
+    # engine's own CPU (a profiled CPU device: the engine waits while it runs) or beside it (a
+    # GPU's host: only the chunks wait).
+    t_chunk: float = DEFAULT_T_CHUNK_S
+    chunk_serial: bool = False
 
     def roofline(self, batch, sum_context):
         """t_fixed + max(bytes/(BW MBU), flops/(peak MFU)) for `batch` rows holding `sum_context` tokens."""
@@ -226,6 +245,8 @@ def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tf
         how={
             "t_fixed": DEFAULT_T_FIXED_SOURCE,
             "t_row": f"{DEFAULT_T_ROW_S * 1e6:g} us, {DEFAULT_T_ROW_SOURCE}",
+            "t_chunk": f"{DEFAULT_T_CHUNK_S * 1e3:g} ms per chunk, beside the engine, "
+            + DEFAULT_T_CHUNK_SOURCE,
             "mbu": f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})",
             "mfu": f"{DEFAULT_MFU:.2f} ({DEFAULT_MFU_SOURCE})",
             **ROOFLINE_HOW,

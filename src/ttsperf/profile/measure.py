@@ -189,15 +189,16 @@ def engine_step_seconds(engine, batch: int, *, warm: int = 3, measured: int = 10
     return statistics.median(times)
 
 
-def host_per_row(pipe: Pipeline, batches: list[int], repeats: int) -> Measured | None:
+def host_per_row(pipe: Pipeline, batches: list[int], repeats: int) -> tuple[Measured | None, Measured | None]:
     """The engine's step minus the bare decode step (forward + heads + sampling + one read) at the
     same batch and context, at the smallest and largest batch: the slope is what each row adds on
-    the host per step (plan's t_row). None with fewer than two batches."""
+    the host per step (plan's t_row), the intercept what every step adds whatever its rows (the
+    batch state's bookkeeping ops, the scheduler). (None, None) with fewer than two batches."""
     from ttsperf.engine.engine import Engine
 
     lo, hi = min(batches), max(batches)
     if lo == hi:
-        return None
+        return None, None
     flags = (
         torch.backends.cuda.matmul.allow_tf32,
         torch.backends.cudnn.allow_tf32,
@@ -225,7 +226,12 @@ def host_per_row(pipe: Pipeline, batches: list[int], repeats: int) -> Measured |
         f"(engine step - bare decode step) at batch {hi} minus at batch {lo}, over {hi - lo} rows; "
         f"{1e6 * extra[lo]:.0f} us and {1e6 * extra[hi]:.0f} us beyond the bare step, context ~{context}"
     )
-    return Measured(value=max(0.0, slope), unit="s", how=how, n=2)
+    per_step = extra[lo] - max(0.0, slope) * lo
+    step_how = f"intercept of the same line: {how}"
+    return (
+        Measured(value=max(0.0, slope), unit="s", how=how, n=2),
+        Measured(value=max(0.0, per_step), unit="s", how=step_how, n=2),
+    )
 
 
 @torch.inference_mode()
@@ -336,7 +342,7 @@ def profile_model(
         audio_calls.append(AudioCallPoint(rows=rows, seconds=_measured(t, spread, few, how)))
 
     say("the engine's host work per row")
-    host = host_per_row(pipe, batches, repeats)
+    host, host_step = host_per_row(pipe, batches, repeats)
 
     # Achieved bandwidth: bytes a step must read (weights + the KV it attends over) / its time,
     # best point. An upper bound on memory time, since it counts every step cost as memory.
@@ -349,6 +355,7 @@ def profile_model(
     return ModelProfile(
         fixed_step_overhead_s=fixed_overhead(steps),
         host_per_row_step_s=host,
+        host_per_step_s=host_step,
         ttsperf_version=__version__,
         device=device_info(device),
         model=ModelInfo(

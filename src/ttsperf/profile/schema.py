@@ -132,6 +132,9 @@ class ModelProfile(_Strict):
     host_per_row_step_s: Measured | None = Field(
         None, description="the engine's host work per row per step, beyond the decode step (plan's t_row)"
     )
+    host_per_step_s: Measured | None = Field(
+        None, description="the engine's host work per step whatever its rows, beyond the decode step"
+    )
     achieved_bandwidth_gbs: Measured | None = None
     max_batch: list[MaxBatchPoint] = Field(
         default_factory=list, description="largest batch per context (profile --max-batch-search)"
