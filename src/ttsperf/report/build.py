@@ -10,6 +10,7 @@ from ttsperf.report.document import Report, Section
 from ttsperf.report.inputs import Inputs
 from ttsperf.report.model_sections import demo_section, optimizations_section, profile_section
 from ttsperf.report.plan_section import plan_sections
+from ttsperf.report.prediction_section import prediction_section
 
 
 def recommendation(inputs: Inputs) -> tuple[str, Path | None, list[str]]:
@@ -69,6 +70,8 @@ def build_report(inputs: Inputs) -> Report:
         sections.append(optimizations_section(path, rows))
     for i, (path, plan) in enumerate(inputs.plans):
         sections += plan_sections(path, plan, _key(path, i))
+    for path, pred in inputs.predictions:
+        sections.append(prediction_section(path, pred, inputs.bench))
     claims = claims_section(inputs)
     if claims is not None:
         sections.append(claims)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ttsperf.plan.chattts_facts import STEPS_PER_AUDIO_SECOND
+from ttsperf.facts import STEPS_PER_AUDIO_SECOND
 from ttsperf.report.document import Section, Table
 from ttsperf.report.inputs import Inputs
 from ttsperf.report.model_sections import baseline

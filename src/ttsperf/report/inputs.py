@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ttsperf.bench.results import SCHEMA as BENCH_SCHEMA
 from ttsperf.bench.results import BenchRun
 from ttsperf.errors import UserError
+from ttsperf.plan.predict import Prediction
 from ttsperf.plan.schema import PLAN_SCHEMA, PLAN_VERSION, Plan
 from ttsperf.profile.schema import (
     PROFILE_SCHEMA,
@@ -29,15 +30,18 @@ from ttsperf.profile.schema import (
     profile_from_raw,
 )
 
+PREDICTION = Prediction.model_fields["schema_"].default
 KNOWN = (
     f"a bench run ({BENCH_SCHEMA}), a profile ({PROFILE_SCHEMA} v{PROFILE_VERSION}), a plan "
-    f"({PLAN_SCHEMA} v{PLAN_VERSION}), `profile --optimizations` rows or a demo summary.json"
+    f"({PLAN_SCHEMA} v{PLAN_VERSION}), a prediction ({PREDICTION} v1, `plan --predict -o`), "
+    "`profile --optimizations` rows or a demo summary.json"
 )
 # The schema (and version) of each versioned kind this ttsperf reads; any other version is refused.
 READS = {
     "bench": BENCH_SCHEMA,
     "profile": f"{PROFILE_SCHEMA} v{PROFILE_VERSION}",
     "plan": f"{PLAN_SCHEMA} v{PLAN_VERSION}",
+    "prediction": f"{PREDICTION} v1",
 }
 DEMO_KEYS = {"out_dir", "recommendations", "config", "device"}
 SKIP_DIRS = {".venv", ".git", "node_modules", "__pycache__"}
@@ -50,6 +54,7 @@ class Inputs:
     bench: list[tuple[Path, BenchRun]] = field(default_factory=list)
     profiles: list[tuple[Path, ModelProfile]] = field(default_factory=list)
     plans: list[tuple[Path, Plan]] = field(default_factory=list)
+    predictions: list[tuple[Path, Prediction]] = field(default_factory=list)
     optimizations: list[tuple[Path, list[dict[str, Any]]]] = field(default_factory=list)
     demos: list[tuple[Path, dict[str, Any]]] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)  # "path: why", files in searched directories
@@ -59,6 +64,7 @@ class Inputs:
             ("bench run", self.bench),
             ("profile", self.profiles),
             ("plan", self.plans),
+            ("prediction", self.predictions),
             ("optimisations", self.optimizations),
             ("demo summary", self.demos),
         )
@@ -83,6 +89,8 @@ def _kind_and_version(raw: Any) -> tuple[str, str] | None:
             return "profile", f"{schema} v{version}"
         if schema == PLAN_SCHEMA:
             return "plan", f"{schema} v{raw.get('version')}"
+        if schema == PREDICTION:
+            return "prediction", f"{schema} v{raw.get('version')}"
     if DEMO_KEYS <= raw.keys():
         return "demo", ""
     return None
@@ -184,6 +192,8 @@ def _load_one(inputs: Inputs, path: Path, kind: str, raw: Any) -> None:
             inputs.profiles.append((path, profile_from_raw(raw, path)))
         elif kind == "plan":
             inputs.plans.append((path, Plan.model_validate(raw)))
+        elif kind == "prediction":
+            inputs.predictions.append((path, Prediction.model_validate(raw)))
         elif kind == "optimizations":
             inputs.optimizations.append((path, raw))
         else:
