@@ -189,13 +189,14 @@ def measure(args, prof: Path, steps: int, prompt_tokens: int) -> list[dict]:
 def report(args, prof: Path, points: list[dict], steps: int, prompt_tokens: int) -> None:
     audio_s = steps / 46.875
     prof_json = json.loads(prof.read_text())
-    host = prof_json["host_per_row_step_s"]["value"] * 1e6
+    row = prof_json.get("host_per_row_step_s")
+    host = f"{row['value'] * 1e6:.1f} us" if row else "not measured (plan's default)"
     threads = prof_json["runtime"]["threads"]
     print(
         f"\nplan --predict vs bench: {args.config} (synthetic), {args.dtype}, server max batch "
         f"{args.max_batch}, {threads} torch thread(s), the client on the other CPU(s); streaming OpenAI "
         f"endpoint; {steps} steps ({audio_s:.2f} s) and {prompt_tokens} prompt tokens per request; "
-        f"profile's host cost per row per step {host:.1f} us"
+        f"profile's host cost per row per step {host}"
     )
     print(f"machine: {machine()}; flags: {cpu_flags()}")
     print(f"{'load':<13}{'metric':<11}{'plan':>8}{'bench':>8}{'error':>8}  target")

@@ -142,3 +142,12 @@ def test_what_ifs_apply_to_a_card_from_defaults_and_are_named():
     cut = predict(gpus="RTX 4090", streams=8, step_overhead="3ms", vocoder_overhead="1ms")
     assert cut.prediction.e2e_p50_s < base.prediction.e2e_p50_s / 2
     assert "--step-overhead 3ms (what-if)" in cut.basis and "--vocoder-overhead 1ms (what-if)" in cut.basis
+
+
+def test_a_max_batch_beyond_the_profiled_batches_says_it_is_extrapolated(profile_file):
+    prof = str(profile_file(device="RTX 4090"))  # batches 1, 4, 16, 64 measured
+    inside = predict(profile=[prof], streams=8, max_batch=64)
+    assert "extrapolated" not in inside.basis
+    beyond = predict(profile=[prof], streams=8, max_batch=256)
+    assert "batches above 64 extrapolated from the profile's largest" in beyond.basis
+    assert "`ttsperf profile --batches ...,256` measures them" in beyond.basis

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ttsperf import facts as F
 from ttsperf.errors import UserError
-from ttsperf.plan import chattts_facts as F
 from ttsperf.plan.api import check_inputs
 from ttsperf.plan.cards import Card, apply_what_ifs, build_cards, plan_dtype
 from ttsperf.plan.catalog import load_catalog, split_names
@@ -59,8 +59,9 @@ class Prediction(BaseModel):
         return self.model_dump(by_alias=True)
 
 
-def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Card, str, str, str]:
-    """-> the card to simulate, the dtype, the model config and what the step model rests on."""
+def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Card, str, str, str, int]:
+    """-> the card to simulate, the dtype, the model config, what the step model rests on and the
+    largest batch the profile measured (0: no profile)."""
     if len(profile) > 1:
         raise UserError(f"--predict: expected one --profile (one device), found {len(profile)}")
     names = split_names(gpus) if gpus is not None else []
@@ -76,7 +77,8 @@ def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Ca
         card = cards[0]
         if names and card.name not in names and p.device.name not in names:
             raise UserError(f"--gpus {gpus!r}: {path} is a profile of {card.name}: give one or the other")
-        return card, dt, p.model.config, f"step model fitted to {path} ({p.model.config}, {dt}, measured)"
+        basis = f"step model fitted to {path} ({p.model.config}, {dt}, measured)"
+        return card, dt, p.model.config, basis, max((s.batch for s in p.steps), default=0)
     if len(names) != 1:
         raise UserError(
             "--predict: expected the device, --profile FILE (measured) or --gpus NAME (one card, "
@@ -88,7 +90,7 @@ def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Ca
         f"projected from documented defaults for {card.name}, not measured on it: "
         "run `ttsperf profile` on that card and pass --profile"
     )
-    return card, dt, "chattts", basis
+    return card, dt, "chattts", basis, 0
 
 
 def predict(
@@ -112,7 +114,7 @@ def predict(
         found = "both" if streams is not None else "neither"
         raise UserError(f"--predict: expected one load, --streams N or --rate R, found {found}")
     check_inputs(streams, rate, audio_seconds, prompt_tokens, first_chunk_steps, requests, max_batch, engine)
-    card, dt, config, basis = _device(profile or [], gpus, dtype)
+    card, dt, config, basis, measured_batch = _device(profile or [], gpus, dtype)
     if config != "chattts" and max_batch is None:
         raise UserError(
             f"--max-batch: expected the server's max batch with a {config} profile "
@@ -129,6 +131,11 @@ def predict(
     maxb = max_batch or card.max_batch(w)[0]
     if maxb < 1:
         raise UserError(f"{card.name}: one {audio_seconds:g} s request does not fit in memory at {dt}")
+    if measured_batch and maxb > measured_batch:
+        basis += (
+            f"; batches above {measured_batch} extrapolated from the profile's largest: "
+            f"`ttsperf profile --batches ...,{maxb}` measures them"
+        )
     load = Load("streams", streams) if streams is not None else Load("rate", float(rate))
     cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
     r = simulate(Engine.kind(engine, card.step, maxb, w), load, requests, seed, cold_start=cold)

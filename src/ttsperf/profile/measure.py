@@ -214,24 +214,39 @@ def host_per_row(pipe: Pipeline, batches: list[int], repeats: int) -> tuple[Meas
     tok = pipe.tokenizer
     context = len(tok.ids(tok.decorate_code_prompt(ENGINE_TEXT, "[speed_5]"))) + 10
     fwd, gen = SlotForward(pipe.model.gpt), torch.Generator().manual_seed(0)
-    extra = {}
+    extra, spread = {}, 0.0
     for b in (lo, hi):
         whole = engine_step_seconds(engine, b, measured=max(5, repeats))
         slots, step = decode_step(pipe, fwd, b, context, gen)
-        bare, _ = median_time(step, pipe.device, max(5, repeats), 2)
+        bare, spread = median_time(step, pipe.device, max(5, repeats), 2)
         extra[b] = whole - bare
         del slots
-    slope = (extra[hi] - extra[lo]) / (hi - lo)
+    line = host_line(extra, spread)
+    if line is None:
+        return None, None
+    slope, per_step = line
     how = (
         f"(engine step - bare decode step) at batch {hi} minus at batch {lo}, over {hi - lo} rows; "
         f"{1e6 * extra[lo]:.0f} us and {1e6 * extra[hi]:.0f} us beyond the bare step, context ~{context}"
     )
-    per_step = extra[lo] - max(0.0, slope) * lo
-    step_how = f"intercept of the same line: {how}"
     return (
-        Measured(value=max(0.0, slope), unit="s", how=how, n=2),
-        Measured(value=max(0.0, per_step), unit="s", how=step_how, n=2),
+        Measured(value=slope, unit="s", how=how, n=2),
+        Measured(value=per_step, unit="s", how=f"intercept of the same line: {how}", n=2),
     )
+
+
+def host_line(extra: dict[int, float], spread: float) -> tuple[float, float] | None:
+    """(per row, per step) of the host's share, from what the engine's step adds to the bare step
+    at two batches; None when the rise between them is within the bare step's spread (IQR) at the
+    larger batch. The host share is microseconds per row: on a 0.28 B model's 70-240 ms CPU step
+    the difference of two medians is drift, and a number made of drift would steer plan
+    (1.56 ms per row measured so, docs/PLANNING.md §8b); unresolved, plan keeps its default."""
+    lo, hi = min(extra), max(extra)
+    rise = extra[hi] - extra[lo]
+    if abs(rise) <= spread:
+        return None
+    slope = max(0.0, rise / (hi - lo))
+    return slope, max(0.0, extra[lo] - slope * lo)
 
 
 @torch.inference_mode()
