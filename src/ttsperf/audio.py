@@ -6,12 +6,25 @@ Samples are float32 in [-1, 1] in memory and 16-bit little-endian PCM on the wir
 from __future__ import annotations
 
 import io
+import struct
 import wave
 from pathlib import Path
 
 import numpy as np
 
 SAMPLE_RATE = 24_000
+UNKNOWN_LENGTH = 0xFFFFFFFF  # a streamed WAV's sizes: the usual convention for "until the end"
+
+
+def wav_header(sample_rate: int, data_bytes: int | None = None) -> bytes:
+    """A 44-byte header of mono 16-bit PCM; `data_bytes` None: unknown (streamed) length."""
+    data = UNKNOWN_LENGTH if data_bytes is None else data_bytes
+    riff = UNKNOWN_LENGTH if data_bytes is None else 36 + data_bytes
+    return (
+        b"RIFF" + struct.pack("<I", riff) + b"WAVE"
+        + b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, 2 * sample_rate, 2, 16)
+        + b"data" + struct.pack("<I", data)
+    )  # fmt: skip
 
 
 def to_pcm16(samples: np.ndarray) -> bytes:

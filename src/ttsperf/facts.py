@@ -1,9 +1,10 @@
-"""ChatTTS numbers the planner needs, in one place, each with where it comes from.
+"""ChatTTS facts, in one torch-free place, each with where it comes from: the audio rates, the
+speech rate a text's length is judged by, and the shapes plan computes with.
 
-Source for everything here: `reference/chattts.md` (computed from the chattts 0.2.5 module shapes
-and checked by counting `numel()`). `ttsperf.model.config` is being written in parallel; once it
-lands, these constants should be read from it instead of repeated here (plan must still never
-build a model: it only needs the shapes).
+model, engine, bench (and its mock server) and plan read them here; bench and plan never build a
+model, so none of this may import torch or ttsperf.model. Shapes: `reference/chattts.md`
+(computed from the chattts 0.2.5 module shapes and checked by counting `numel()`);
+tests/plan/test_plan_facts.py holds them equal to ttsperf.model.config's.
 """
 
 from __future__ import annotations
@@ -40,9 +41,24 @@ CODE_HEAD_PARAMS = CODEBOOKS * HIDDEN * CODE_VOCAB
 DECODE_WEIGHT_PARAMS = LAYERS * GPT_MATMUL_PARAMS_PER_LAYER + CODE_HEAD_PARAMS
 
 # Rates [comp, checked by meas]: 24 kHz, Vocos hop 256, 2 mel frames per GPT step.
-SAMPLE_RATE = 24_000
-SAMPLES_PER_STEP = 512
-STEPS_PER_AUDIO_SECOND = SAMPLE_RATE / SAMPLES_PER_STEP  # 46.875
+SAMPLE_RATE = 24_000  # Hz, Vocos output
+HOP = 256  # samples per mel frame (Vocos ISTFT hop)
+MEL_FRAMES_PER_STEP = 2  # each GPT step (4 codebook tokens) becomes 2 mel frames
+SAMPLES_PER_STEP = HOP * MEL_FRAMES_PER_STEP  # 512
+STEPS_PER_AUDIO_SECOND = SAMPLE_RATE / SAMPLES_PER_STEP  # 46.875 GPT decode steps per audio second
+
+# Speech rate, each a published average for read speech (TTS reads text aloud):
+# - Mandarin, 5.18 syllables/s: Pellegrino, Coupé & Marsico (2011), "A cross-language perspective
+#   on speech information rate", Language 87(3): 539-558 — the syllable rate of Mandarin in 20
+#   texts read aloud by native speakers (English 6.19, Japanese 7.84 in the same study). A Chinese
+#   character is one syllable, so 5.18 characters/s. Whether the study's durations include silent
+#   pauses we could not check from the sources at hand.
+# - English, 183 words/min = 3.05 words/s: Brysbaert (2019), "How many words do we read per
+#   minute? A review and meta-analysis of reading rate", Journal of Memory and Language 109:104047
+#   — the average oral reading rate of adults over 77 studies (5,965 participants).
+# No pause per punctuation mark is added: we found no published figure to source it from.
+CJK_CHARS_PER_SECOND = 5.18
+WORDS_PER_SECOND = 183 / 60
 MAX_NEW_TOKENS = 2048  # official default `max_new_token`
 STREAM_CHUNK_STEPS = 24  # official streaming yields every 24 steps
 

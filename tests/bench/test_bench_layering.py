@@ -19,6 +19,13 @@ def test_bench_source_never_imports_model_engine_or_server():
             assert f"import {mod}" not in text and f"from {mod}" not in text, f"{f.name} imports {mod}"
 
 
+def test_the_facts_every_layer_reads_are_torch_free():
+    heavy = "('torch', 'numpy')"
+    code = f"import sys, ttsperf.facts; print([m for m in sys.modules if m.split('.')[0] in {heavy}])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
 def test_importing_bench_and_its_cli_loads_none_of_them():
     code = (
         "import sys, ttsperf.bench.api, ttsperf.bench.mock_server, ttsperf.cli.bench;"

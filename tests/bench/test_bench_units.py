@@ -299,9 +299,9 @@ def test_workloads_default_builtin_and_files(tmp_path):
         load_workload(str(empty))
 
 
-def test_expected_seconds_grows_with_text():
-    assert expected_seconds("你好，世界。") == pytest.approx(1.0)
-    assert expected_seconds("one two three four five") == pytest.approx(2.0)
+def test_expected_seconds_grows_with_text_at_the_sourced_speech_rates():
+    assert expected_seconds("你好，世界。") == pytest.approx(4 / 5.18)  # 4 characters, 5.18 per s
+    assert expected_seconds("one two three four five") == pytest.approx(5 / (183 / 60))  # 183 wpm
 
 
 def test_reading_a_run_json_of_another_schema_is_a_user_error(tmp_path):

@@ -30,7 +30,7 @@ def test_samples_per_step_is_two_hops():
 
 
 def test_length_source_names():
-    assert typing.get_args(LengthSource) == ("eos", "speech-rate")
+    assert typing.get_args(LengthSource) == ("eos", "speech-rate", "max-new-tokens")
 
 
 def test_defaults_are_the_sourced_rates():

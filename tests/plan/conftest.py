@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ttsperf.plan import chattts_facts as F
+from ttsperf import facts as F
 from ttsperf.plan.steptime import StepModel
 from ttsperf.profile.schema import (
     DeviceInfo,

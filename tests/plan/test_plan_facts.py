@@ -1,13 +1,12 @@
-"""plan/chattts_facts.py repeats the shapes plan needs; they must equal ttsperf.model.config's.
+"""ttsperf/facts.py holds the shapes plan needs; they must equal ttsperf.model.config's.
 
-(plan never imports the model package at run time; this test does, to catch drift until the
-facts are read from the config directly.)
+(plan and bench never import the model package at run time; this test does, to catch drift.)
 """
 
 from __future__ import annotations
 
+from ttsperf import facts as F
 from ttsperf.model.config import CHATTTS
-from ttsperf.plan import chattts_facts as F
 
 
 def test_shapes_and_rates_match_the_model_config():

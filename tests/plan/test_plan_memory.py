@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ttsperf.plan import chattts_facts as F
+from ttsperf import facts as F
 from ttsperf.plan.memory import GIB, MemoryModel, Workload, card_bytes
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from ttsperf.plan import chattts_facts as F
+from ttsperf import facts as F
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.simulate import Engine, Load, _run_steps, chunk_plan, simulate
 from ttsperf.plan.steptime import StepModel, default_model

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from ttsperf import facts as F
 from ttsperf.errors import UserError
-from ttsperf.plan import chattts_facts as F
 from ttsperf.plan.steptime import (
     DEFAULT_T_FIXED_S,
     StepModel,

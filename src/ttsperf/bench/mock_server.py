@@ -21,7 +21,6 @@ import asyncio
 import heapq
 import io
 import re
-import struct
 import sys
 import time
 import zipfile
@@ -31,11 +30,11 @@ from functools import lru_cache
 import numpy as np
 from aiohttp import web
 
-from ttsperf.audio import to_pcm16
+from ttsperf.audio import to_pcm16, wav_header
 from ttsperf.bench.texts import expected_seconds
+from ttsperf.facts import STEPS_PER_AUDIO_SECOND
 
 _FAULT = re.compile(r"\[fault:([a-z0-9]+)(?:=([0-9.]+))?\]")
-DECODE_STEPS_PER_AUDIO_S = 21.5  # ChatTTS emits about 21.5 audio-code frames per second of speech
 
 
 def mp3_of(pcm: bytes, rate: int) -> bytes:
@@ -60,7 +59,7 @@ def encode_as(pcm: bytes, rate: int, fmt: str, streamed: bool = False) -> bytes:
     """16-bit mono PCM -> a whole body in an OpenAI response_format; FLAC and Ogg Opus through
     libsndfile (soundfile), MP3 through LAME. A streamed WAV carries no data size (unknown length)."""
     if fmt == "wav":
-        return wav_header(None if streamed else len(pcm), rate) + pcm
+        return wav_header(rate, None if streamed else len(pcm)) + pcm
     if fmt == "pcm":
         return pcm
     if fmt == "mp3":
@@ -103,16 +102,6 @@ def tone_pcm(n: int, rate: int, level: float = 0.3) -> bytes:
     """A gliding tone: audible, not silent, not clipped; cached since tests reuse a few lengths."""
     t = np.arange(n) / rate
     return to_pcm16(level * np.sin(2 * np.pi * (220 + 40 * np.sin(2 * np.pi * 0.5 * t)) * t))
-
-
-def wav_header(data_bytes: int | None, rate: int) -> bytes:
-    """RIFF header for mono 16-bit PCM; None -> unknown length (0xFFFFFFFF), as streams send."""
-    size = 0xFFFFFFFF if data_bytes is None else data_bytes
-    riff = 0xFFFFFFFF if data_bytes is None else 36 + data_bytes
-    return (
-        b"RIFF" + struct.pack("<I", riff) + b"WAVEfmt "
-        + struct.pack("<IHHIIHH", 16, 1, 1, rate, rate * 2, 2, 16) + b"data" + struct.pack("<I", size)
-    )  # fmt: skip
 
 
 class MockTTS:
@@ -250,7 +239,7 @@ class MockTTS:
             return web.json_response({"error": "internal error (fault marker)"}, status=500)
         headers = {
             "X-Audio-Seconds": f"{n / cfg.sample_rate:.6f}",
-            "X-Decode-Steps": f"{n / cfg.sample_rate * DECODE_STEPS_PER_AUDIO_S:.1f}",
+            "X-Decode-Steps": f"{n / cfg.sample_rate * STEPS_PER_AUDIO_SECOND:.1f}",
             "X-Queue-Seconds": f"{t_start - t_arrive:.6f}",
             "X-Inference-Seconds": f"{service:.6f}",
         }
@@ -280,7 +269,7 @@ class MockTTS:
         resp.enable_chunked_encoding()
         await resp.prepare(request)
         if fmt == "wav":
-            await resp.write(wav_header(None, cfg.sample_rate))
+            await resp.write(wav_header(cfg.sample_rate))
         body = pcm if fmt in ("wav", "pcm") else encode_as(pcm, cfg.sample_rate, fmt)
         k = max(1, cfg.stream_chunks)
         step = (len(body) // 2 // k) * 2

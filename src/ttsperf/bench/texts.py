@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from ttsperf.errors import UserError
+from ttsperf.facts import CJK_CHARS_PER_SECOND, WORDS_PER_SECOND
 
 GUIDE_SENTENCE = "你好，这是一段用于压测的文本，长度八秒左右。"
 
@@ -86,18 +87,16 @@ TEXT_SETS: dict[str, list[str]] = {
     "mixed": ZH_SHORT + ZH_MEDIUM + ZH_LONG + EN_SHORT + EN_MEDIUM + EN_LONG,
 }
 
-# Speech rate used to judge whether a response's duration is plausible for its text. ChatTTS
-# speaks roughly 4 Chinese characters or 2.5 English words per second; the check below allows a
-# factor of 3 either way, so these only need to be the right order of magnitude.
-CJK_CHARS_PER_S = 4.0
-WORDS_PER_S = 2.5
+# Speech rate used to judge whether a response's duration is plausible for its text: the sourced
+# read-speech rates of ttsperf.facts (which the synthetic model's lengths use too); the check
+# allows a factor of 3 either way.
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[A-Za-z0-9']+")
 
 
 def expected_seconds(text: str) -> float:
     """Rough duration of natural speech for `text` (seconds)."""
-    return len(_CJK.findall(text)) / CJK_CHARS_PER_S + len(_WORD.findall(text)) / WORDS_PER_S
+    return len(_CJK.findall(text)) / CJK_CHARS_PER_SECOND + len(_WORD.findall(text)) / WORDS_PER_SECOND
 
 
 @dataclass(frozen=True)

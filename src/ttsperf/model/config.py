@@ -84,7 +84,7 @@ class ModelConfig:
 
     @property
     def steps_per_second(self) -> float:
-        """GPT decode steps per second of audio: 24000 / 256 / 2 = 46.875 for ChatTTS."""
+        """GPT decode steps per second of audio: 24000 / 256 / 2 for ChatTTS (ttsperf.facts)."""
         return self.sample_rate / self.vocos.hop_length / self.mel_frames_per_step
 
     @property

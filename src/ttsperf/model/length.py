@@ -17,27 +17,20 @@ from dataclasses import asdict, dataclass
 from typing import Literal
 
 from ttsperf.errors import UserError
+from ttsperf.facts import (  # the defaults, with their sources, live in ttsperf.facts
+    CJK_CHARS_PER_SECOND,
+    HOP,
+    MEL_FRAMES_PER_STEP,
+    SAMPLE_RATE,
+    SAMPLES_PER_STEP,
+    WORDS_PER_SECOND,
+)
+from ttsperf.facts import STEPS_PER_AUDIO_SECOND as STEPS_PER_SECOND
 
-SAMPLE_RATE = 24_000  # Hz, Vocos output
-HOP = 256  # samples per mel frame (Vocos ISTFT hop)
-MEL_FRAMES_PER_STEP = 2  # each GPT step (4 codebook tokens) becomes 2 mel frames
-STEPS_PER_SECOND = SAMPLE_RATE / HOP / MEL_FRAMES_PER_STEP  # 46.875
-SAMPLES_PER_STEP = HOP * MEL_FRAMES_PER_STEP  # 512
+# what ended a synthesis: the model's EOS, the speech-rate length (synthetic weights, fixed
+# length), or the --max-new-tokens cap before either
+LengthSource = Literal["eos", "speech-rate", "max-new-tokens"]
 
-LengthSource = Literal["eos", "speech-rate"]
-
-# Defaults, each a published average for read speech (TTS reads text aloud):
-# - Mandarin, 5.18 syllables/s: Pellegrino, Coupé & Marsico (2011), "A cross-language perspective
-#   on speech information rate", Language 87(3): 539-558 — the syllable rate of Mandarin in 20
-#   texts read aloud by native speakers (English 6.19, Japanese 7.84 in the same study). A Chinese
-#   character is one syllable, so 5.18 characters/s. Whether the study's durations include silent
-#   pauses we could not check from the sources at hand.
-# - English, 183 words/min = 3.05 words/s: Brysbaert (2019), "How many words do we read per
-#   minute? A review and meta-analysis of reading rate", Journal of Memory and Language 109:104047
-#   — the average oral reading rate of adults over 77 studies (5,965 participants).
-# No pause per punctuation mark is added: we found no published figure to source it from.
-CJK_CHARS_PER_SECOND = 5.18
-WORDS_PER_SECOND = 183 / 60
 
 # Han ideographs, the ranges BERT's tokenizer treats as Chinese characters (one syllable each).
 _CJK = (
@@ -80,7 +73,7 @@ class SpeechRate:
         return chars / self.cjk_chars_per_second + words / self.words_per_second
 
     def steps(self, text: str) -> int:
-        """GPT decode steps for `text`: round(46.875 x seconds), at least 1."""
+        """GPT decode steps for `text`: round(STEPS_PER_SECOND x seconds), at least 1."""
         if not text.strip():
             raise UserError("empty text: expected something to say, found only whitespace")
         return max(1, round(STEPS_PER_SECOND * self.seconds(text)))

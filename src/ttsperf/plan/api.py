@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+from ttsperf import facts as F
 from ttsperf.errors import UserError
-from ttsperf.plan import chattts_facts as F
 from ttsperf.plan import memory as M
 from ttsperf.plan import steptime as S
 from ttsperf.plan.cards import apply_what_ifs, build_cards, plan_dtype

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ttsperf import facts as F
 from ttsperf.errors import UserError
-from ttsperf.plan import chattts_facts as F
 from ttsperf.plan.catalog import Catalog, Gpu
 from ttsperf.plan.memory import MemoryModel, Workload, card_bytes
 from ttsperf.plan.scenarios import parse_duration

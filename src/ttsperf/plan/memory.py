@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ttsperf.plan import chattts_facts as F
+from ttsperf import facts as F
 from ttsperf.profile.search import largest_fitting
 
 GIB = 1024**3
@@ -142,7 +142,7 @@ class MemoryModel:
         return self.breakdown(batch, w)["total"]
 
     def per_audio_second(self, w: Workload) -> float:
-        """Bytes one more second of audio adds to one sequence (KV for 46.875 steps, x frag)."""
+        """Bytes one more second of audio adds to one sequence (KV for a second's steps, x frag)."""
         return float(self.kv_bytes_per_token) * F.STEPS_PER_AUDIO_SECOND * self.fragmentation  # type: ignore[arg-type]
 
     def max_batch(self, card_bytes: float, w: Workload, cap: int | None = None) -> int:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ttsperf.plan import chattts_facts as F
+from ttsperf import facts as F
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.steptime import StepModel
 

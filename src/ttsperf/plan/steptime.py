@@ -2,7 +2,7 @@
 
     t(B, L) = t_fixed + max(bytes(B, L) / (BW x MBU), flops(B, L) / (peak x MFU))
 
-bytes and flops come from the architecture (chattts_facts); t_fixed, 1/(BW x MBU) and
+bytes and flops come from the architecture (ttsperf.facts); t_fixed, 1/(BW x MBU) and
 1/(peak x MFU) are either fitted to a profile's measured step times (least squares) or documented
 defaults. `L` enters as the sum of the contexts of the rows in the batch, so rows of different
 ages cost what they really read.
@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ttsperf import facts as F
 from ttsperf.errors import UserError
-from ttsperf.plan import chattts_facts as F
 
 # --- Defaults: assumptions, each with its source (repeated in docs/PLANNING.md). ---
 # reference/chattts.md [quote]: stock eager ChatTTS at batch 1 spends >90% of a step in fixed

@@ -15,31 +15,17 @@ from __future__ import annotations
 
 import base64
 import json
-import struct
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
-from ttsperf.audio import to_pcm16
+from ttsperf.audio import to_pcm16, wav_header
 from ttsperf.engine.types import AudioChunk, Event, SynthError, SynthResult
 from ttsperf.server.synthesis import outcome_error, stats_json
-
-UNKNOWN = 0xFFFFFFFF
 
 
 class StreamAborted(Exception):
     """The synthesis failed after audio was sent: the only honest signal left is to cut the
     response short (no final empty chunk), which every HTTP client reports as an error."""
-
-
-def wav_header(sample_rate: int, data_bytes: int | None = None) -> bytes:
-    """A 44-byte header of mono 16-bit PCM; `data_bytes` None: unknown (streamed) length."""
-    data = UNKNOWN if data_bytes is None else data_bytes
-    riff = UNKNOWN if data_bytes is None else 36 + data_bytes
-    return (
-        b"RIFF" + struct.pack("<I", riff) + b"WAVE"
-        + b"fmt " + struct.pack("<IHHIIHH", 16, 1, 1, sample_rate, 2 * sample_rate, 2, 16)
-        + b"data" + struct.pack("<I", data)
-    )  # fmt: skip
 
 
 def sse(payload: dict) -> bytes:
