@@ -111,6 +111,15 @@ def test_slo_pass_exits_0_and_fail_exits_1_naming_the_constraint(server_factory)
     assert "error_rate" not in bad.output.split("SLO: FAIL")[1]  # only the failing constraint is named
 
 
+def test_a_point_where_every_request_failed_exits_1_with_one_line():
+    """A dead server (nothing listens on port 1) is not a green CI job, SLO or not."""
+    res = invoke("http://127.0.0.1:1", "--requests", "3", "--timeout", "5")
+    assert res.exit_code == 1, res.output
+    lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, res.stderr
+    assert lines[0].startswith("bench: no request succeeded at concurrent@1: all 3 requests failed")
+
+
 def test_unresolved_percentile_never_passes(server_factory):
     srv = server_factory(slots=0, service_time=0.01)
     res = invoke(srv.url, "--requests", "20", "--slo", "e2e_p99=10s")

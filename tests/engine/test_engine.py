@@ -43,6 +43,13 @@ def test_result_equals_the_pipeline(engine, tiny_pipe):
     assert result.length_source == "speech-rate" and result.audio_seconds == len(samples) / 24000
 
 
+def test_a_length_cut_by_max_new_tokens_says_so(engine):
+    """The synthetic model's speech-rate length is cut to the request's cap: not 'speech-rate'."""
+    samples, result = _run(engine, TEXT, max_new_tokens=10)
+    assert result.steps == 10 < SpeechRate().steps(TEXT)
+    assert result.length_source == "max-new-tokens"
+
+
 def test_a_request_does_not_depend_on_its_batch(engine):
     alone, _ = _run(engine, TEXT)
     others = [engine.submit(SynthRequest(t, SamplingParams(seed=i))) for i, t in enumerate((OTHERS * 3)[:7])]

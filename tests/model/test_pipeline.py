@@ -62,7 +62,8 @@ def test_eos_ends_a_sequence(asset_dir):
     eos = TINY.gpt.eos_token
     with torch.no_grad():  # make EOS the certain choice of codebook 2 from the 4th step on
         gen = pipe.generate([TEXT], SamplingParams(top_k=1), max_new_tokens=12)[0]
-        assert gen.length_source == "eos" and gen.steps == 12  # random weights: no EOS, the cap holds
+        # random weights: no EOS, the cap holds and says so
+        assert gen.length_source == "max-new-tokens" and gen.steps == 12
         head = pipe.model.embed.head_code[2]
         head.weight[eos] = 50 * pipe.model.gpt.norm.weight.sign() * gen.hidden[3].sign()
     gen2 = pipe.generate([TEXT], SamplingParams(top_k=1), max_new_tokens=12)[0]
@@ -100,12 +101,20 @@ def test_synth_cli_writes_a_valid_wav(tmp_path):
 
 def test_synth_cli_from_an_asset_dir(asset_dir, tmp_path):
     out = tmp_path / "y.wav"
-    args = ["synth", TEXT, "-o", str(out), "--assets", str(asset_dir), "--config", "tiny", "--json"]
+    # no --config: the asset dir's gpt/config.json says tiny
+    args = ["synth", TEXT, "-o", str(out), "--assets", str(asset_dir), "--json"]
     res = CliRunner().invoke(app, [*args, "--max-new-tokens", "15"])
     assert res.exit_code == 0, res.output
-    assert json.loads(res.output)["length_source"] == "eos" and json.loads(res.output)["steps"] <= 15
+    report = json.loads(res.output)
+    assert report["config"] == "tiny"
+    assert report["length_source"] == "max-new-tokens" and report["steps"] == 15  # random weights: no EOS
     fixed = CliRunner().invoke(app, [*args, "--fixed-length"])
     assert json.loads(fixed.output)["length_source"] == "speech-rate"
+    capped = CliRunner().invoke(app, [*args, "--fixed-length", "--max-new-tokens", "5"])
+    assert json.loads(capped.output)["length_source"] == "max-new-tokens"  # the speech rate wanted more
+    # an explicit --config that the asset dir contradicts stays a clear error
+    wrong = CliRunner().invoke(app, [*args, "--config", "chattts"])
+    assert wrong.exit_code == 2 and "hidden_size = 64, expected 768 for --config chattts" in wrong.output
 
 
 def test_make_random_cli_then_load(tmp_path):

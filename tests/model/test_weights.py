@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -64,6 +65,23 @@ def test_missing_directory(tmp_path):
 def test_missing_file(broken):
     (broken / "Vocos.safetensors").unlink()
     _expect(broken, "Vocos.safetensors", "missing")
+
+
+def test_a_pickle_beside_a_missing_safetensors_file_is_named_and_never_loaded(broken):
+    (broken / "Decoder.safetensors").rename(broken / "Decoder.pt")  # any bytes: it must not be read
+    _expect(broken, "Decoder.safetensors: missing; found Decoder.pt, and pickles are never loaded",
+            "convert it to safetensors")  # fmt: skip
+
+
+def test_an_asset_dir_names_its_config(asset_dir, broken):
+    from ttsperf.model.weights import config_of_assets
+
+    assert config_of_assets(asset_dir) == "tiny"
+    (broken / "gpt" / "config.json").unlink()
+    assert config_of_assets(broken) is None  # loading then names the missing file
+    (broken / "gpt" / "config.json").write_text(json.dumps({"hidden_size": 100, "num_hidden_layers": 3}))
+    with pytest.raises(UserError, match="hidden_size = 100.*match no config"):
+        config_of_assets(broken)
 
 
 def test_truncated_file(broken):

@@ -139,6 +139,20 @@ def test_user_catalog_and_price_file_work_together(tmp_path):
     assert row.usd_per_audio_hour is not None and row.usd_per_audio_hour > 0
 
 
+def test_a_price_file_merges_over_the_shipped_prices(tmp_path):
+    """A file pricing one card changes that card only: the others keep the shipped price, so the
+    recommendation cannot flip because a user priced the card they rent."""
+    shipped = make_plan(gpus="RTX 3090,RTX 4090", scenario="offline", requests=100).scenarios[0]
+    prices = tmp_path / "prices.csv"
+    prices.write_text("gpu,usd_per_gpu_hour,source\nRTX 4090,0.05,my quote 2026-11\n")
+    plan = make_plan(gpus="RTX 3090,RTX 4090", prices=str(prices), scenario="offline", requests=100)
+    rows = {r.gpu: r for r in plan.scenarios[0].rows}
+    before = {r.gpu: r for r in shipped.rows}
+    assert rows["RTX 4090"].usd_per_gpu_hour == 0.05
+    assert rows["RTX 3090"].usd_per_gpu_hour == before["RTX 3090"].usd_per_gpu_hour is not None
+    assert f"with {prices} over it (1 card(s) priced from it)" in plan.inputs.prices
+
+
 def test_unmeetable_slo_says_so_and_shows_the_closest():
     plan = make_plan(gpus="T4,RTX 4090", scenario="realtime", slo="ttfa_p99=50ms", requests=100)
     sc = plan.scenarios[0]

@@ -41,6 +41,21 @@ def test_bad_flags_exit_2_with_one_line(args, says):
     assert says in result.output
 
 
+def test_a_taken_port_is_one_line_before_any_model_loads():
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        # chattts's full-size synthetic weights would take many seconds to build: refused first
+        result = runner.invoke(app, ["serve", "--synthetic", "--port", str(port), "--log-level", "error"])
+    assert result.exit_code == 2, result.output
+    lines = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert lines == [f"error: --port {port}: 127.0.0.1:{port} cannot be bound (Address already in use); "
+                     "stop what holds it, or pick another port (0: any free one)"]  # fmt: skip
+
+
 @pytest.mark.parametrize(("speed", "token"), [(0.25, 0), (0.5, 2), (1.0, 5), (2.0, 8), (4.0, 9)])
 def test_openai_speed_maps_onto_chattts_speed_tokens(speed, token):
     assert SpeechRequest(input="hi", speed=speed).speed_prompt() == f"[speed_{token}]"

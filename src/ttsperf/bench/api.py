@@ -212,6 +212,17 @@ def _public(config: dict) -> dict:
     return config
 
 
+def dead_points(run: BenchRun) -> list[str]:
+    """One line per load point where requests were sent and none succeeded: a dead or refusing
+    server, which a CI job must not read as a pass (the SLO, if any, judges the rest)."""
+    lines = []
+    for p in run.points:
+        if p.requests and not p.successes:
+            why = "; ".join(f"{cls}: {text}" for cls, text in list(p.error_examples.items())[:2])
+            lines.append(f"{p.label}: all {p.requests} requests failed" + (f" ({why})" if why else ""))
+    return lines
+
+
 def overall_verdict(run: BenchRun) -> Verdict:
     if run.find_max is not None:
         best = run.find_max["max_passing"]

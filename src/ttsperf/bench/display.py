@@ -10,6 +10,7 @@ from rich.table import Table
 
 from ttsperf.bench.metrics import PERCENTILES, min_n
 from ttsperf.bench.results import BenchRun, Dist
+from ttsperf.console import console as default_console
 
 
 def ms(d: Dist, stat: str) -> str:
@@ -38,8 +39,8 @@ def _constraint(c) -> str:
 
 
 def render(run: BenchRun, console: Console | None = None) -> None:
-    # A pipe or CI log gets a wide table rather than columns cut to 80 characters.
-    console = console or Console(width=None if Console().is_terminal else 170)
+    # A pipe or CI log gets the whole table rather than columns cut to 80 characters.
+    console = console or default_console()
     t = Table(title=f"ttsperf bench  {', '.join(run.targets)}  adapter={run.adapter}", title_justify="left")
     for col in ("load", "ok/n", "req/s", "audio s/s", "e2e p50 ms", "e2e p90 ms", "e2e p99 ms", "ttfa p50 ms",
                 "ttfa p99 ms", "rtf p50", "rtf p95", "queue p99 ms", "errors", "SLO"):  # fmt: skip

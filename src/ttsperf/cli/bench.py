@@ -10,7 +10,8 @@ from ttsperf.cli.common import print_json, user_errors
 from ttsperf.errors import UserError
 
 EXAMPLES = """Load-test any TTS HTTP server: latency, time to first audio, real-time factor, throughput,
-checked audio, GPU telemetry and an SLO verdict (exit 0 pass, 1 fail, 2 bad input, 130 Ctrl-C).
+checked audio, GPU telemetry and an SLO verdict (exit 0 pass, 1 fail or a point where no request
+succeeded, 2 bad input, 130 Ctrl-C).
 
 \b
 Examples:
@@ -142,6 +143,15 @@ def register(app: typer.Typer) -> None:
             render(run)
         if run.interrupted:
             raise typer.Exit(130)  # the shell's convention for "stopped by Ctrl-C", after writing results
+        from ttsperf.bench.api import dead_points
+
+        if dead := dead_points(run):
+            typer.echo(
+                f"bench: no request succeeded at {dead[0]}"
+                + (f" (and {len(dead) - 1} more points)" if len(dead) > 1 else ""),
+                err=True,
+            )
+            raise typer.Exit(1)
         if run.slo is not None and not run.slo.passed:
             raise typer.Exit(1)
 

@@ -45,5 +45,9 @@ def print_json(obj: Any) -> None:
 ASSETS = typer.Option(None, "--assets", help="Official ChatTTS asset directory.")
 SYNTHETIC = typer.Option(False, "--synthetic", help="Random weights of the real shapes.")
 CONFIG = typer.Option("chattts", "--config", help="chattts (real sizes) or tiny.")
+# where --assets can say it: the asset dir's gpt/config.json decides when --config is not given
+MODEL_CONFIG = typer.Option(
+    None, "--config", help="chattts (real sizes) or tiny; default: the --assets dir's own, else chattts."
+)
 DEVICE = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N.")
 DTYPE = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16.")

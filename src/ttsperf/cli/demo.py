@@ -187,12 +187,11 @@ def _clear_previous(out_dir: Path) -> None:
 
 
 def _print_results(summary: dict, result, run, plan, config: str, device: str) -> None:
-    from rich.console import Console
-
     from ttsperf.bench.display import render as render_bench
     from ttsperf.cli.plan import render
+    from ttsperf.console import console as wide_console
 
-    console = Console()
+    console = wide_console()
     if run is not None:
         render_bench(run, console)
     if plan is not None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import textwrap
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ttsperf.cli.common import print_json, user_errors, write_json
+from ttsperf.console import console
 from ttsperf.errors import UserError
 from ttsperf.plan.api import make_plan
 from ttsperf.plan.chart import svg
@@ -239,7 +239,10 @@ def register(app: typer.Typer) -> None:
         ),
         catalog: str = typer.Option(None, "--catalog", help="GPU catalog CSV (default: the shipped one)."),
         prices: str = typer.Option(
-            None, "--prices", help="Price CSV replacing the shipped one (gpu,usd_per_gpu_hour,source)."
+            None,
+            "--prices",
+            help="Price CSV merged over the shipped one: the cards it names take its prices "
+            "(gpu,usd_per_gpu_hour,source).",
         ),
         price: list[str] = typer.Option(
             None, "--price", help='Override one card: "RTX 4090=0.5" (USD/GPU-hour; repeatable).'
@@ -340,7 +343,7 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 print_json(data)
             else:
-                render_prediction(p, Console())
+                render_prediction(p, console())
             return
         err = Console(stderr=True)
         with err.status("planning...") as status:
@@ -381,4 +384,4 @@ def register(app: typer.Typer) -> None:
             print_json(data)
         else:
             # rich wraps at 80 columns when stdout is not a terminal; the table needs ~140
-            render(plan, Console(width=None if sys.stdout.isatty() else 150), memory_at)
+            render(plan, console(), memory_at)

@@ -6,7 +6,16 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, print_json, user_errors, write_json
+from ttsperf.cli.common import (
+    ASSETS,
+    DEVICE,
+    DTYPE,
+    MODEL_CONFIG,
+    SYNTHETIC,
+    print_json,
+    user_errors,
+    write_json,
+)
 from ttsperf.errors import UserError
 
 
@@ -24,7 +33,7 @@ def _ints(flag: str, text: str) -> list[int]:
 def profile(
     assets: Path | None = ASSETS,
     synthetic: bool = SYNTHETIC,
-    config: str = CONFIG,
+    config: str | None = MODEL_CONFIG,
     device: str = DEVICE,
     dtype: str = DTYPE,
     batches: str = typer.Option("1,4,16", "--batches", help="Batch sizes of the decode-step grid."),
@@ -81,9 +90,11 @@ def profile(
     if optimizations and max_batch_search:
         raise UserError("--max-batch-search: not with --optimizations (run them one at a time)")
     if optimizations:
-        _optimizations(config, device, max(grid[0]), max(grid[1]), repeats, out, as_json, console)
+        name = config or "chattts"
+        _optimizations(name, device, max(grid[0]), max(grid[1]), repeats, out, as_json, console)
         return
     pipe = load_pipeline(assets, synthetic, config, device, dtype, seed=0)
+    config = pipe.cfg.name
     with console.status("profiling") as status:
         prof = profile_model(
             pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=repeats,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, user_errors
+from ttsperf.cli.common import ASSETS, DEVICE, DTYPE, MODEL_CONFIG, SYNTHETIC, user_errors
 
 log = logging.getLogger("ttsperf.server")
 
@@ -36,7 +36,7 @@ def _switch_line(report: dict) -> str:
 def serve(
     assets: Path | None = ASSETS,
     synthetic: bool = SYNTHETIC,
-    config: str = CONFIG,
+    config: str | None = MODEL_CONFIG,
     device: str = DEVICE,
     dtype: str = DTYPE,
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind; 0.0.0.0 exposes the server."),
@@ -117,7 +117,7 @@ def serve(
     from ttsperf.engine.switches import Switches
     from ttsperf.errors import UserError
     from ttsperf.server.app import create_app
-    from ttsperf.server.run import make_server
+    from ttsperf.server.run import check_port, make_server
 
     levels = ("debug", "info", "warning", "error")
     if log_level not in levels:
@@ -141,6 +141,7 @@ def serve(
     )
     if not ray and (given := [k for k, v in ray_options.items() if v is not None]):
         raise UserError(f"--{given[0].replace('_', '-')} needs --ray")
+    check_port(host, port)  # before minutes of model loading, not after
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
     switches = Switches(
@@ -151,10 +152,10 @@ def serve(
         max_batch=parse_max_batch(max_batch), max_queue=max_queue, max_new_tokens=max_new_tokens,
         first_chunk_steps=first_chunk_steps, request_timeout=request_timeout,
     ).validate()  # fmt: skip
+    config = model_config(assets, synthetic, config).name  # bad flags fail here, not after loading
     if ray:
         from ttsperf.server.ray_deployment import ReplicaSpec
 
-        model_config(assets, synthetic, config)  # bad flags fail here, not in every replica
         load = functools.partial(load_pipeline, assets, synthetic, config, device, dtype, seed)
         spec = ReplicaSpec(load, engine_config, switches, api_key, max_body_bytes, read_timeout)
         _serve_on_ray(spec, device, host, port, drain_timeout, max_queued, log_level, **ray_options)

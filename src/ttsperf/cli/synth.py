@@ -6,21 +6,27 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import ASSETS, CONFIG, DEVICE, DTYPE, SYNTHETIC, print_json, user_errors
+from ttsperf.cli.common import ASSETS, DEVICE, DTYPE, MODEL_CONFIG, SYNTHETIC, print_json, user_errors
 
 
-def model_config(assets: Path | None, synthetic: bool, config: str):
-    """The config the model flags name, checked without loading anything."""
+def model_config(assets: Path | None, synthetic: bool, config: str | None):
+    """The config the model flags name, checked without loading anything. Without --config, an
+    asset dir's own gpt/config.json says which (synthetic weights: chattts)."""
     from ttsperf.errors import UserError
     from ttsperf.model.config import get_config
 
-    cfg = get_config(config)
     if (assets is None) == (not synthetic):
         raise UserError("give exactly one of --assets DIR or --synthetic")
-    return cfg
+    if config is None:
+        from ttsperf.model.weights import config_of_assets
+
+        config = (config_of_assets(assets) if assets is not None else None) or "chattts"
+    return get_config(config)
 
 
-def load_pipeline(assets: Path | None, synthetic: bool, config: str, device: str, dtype: str, seed: int):
+def load_pipeline(
+    assets: Path | None, synthetic: bool, config: str | None, device: str, dtype: str, seed: int
+):
     """The model the flags ask for: an asset dir, or synthetic weights of the config's shapes."""
     from ttsperf.model.pipeline import Pipeline
 
@@ -36,7 +42,7 @@ def synth(
     out: Path = typer.Option(Path("out.wav"), "-o", "--out", help="Where to write the WAV."),
     assets: Path | None = ASSETS,
     synthetic: bool = SYNTHETIC,
-    config: str = CONFIG,
+    config: str | None = MODEL_CONFIG,
     device: str = DEVICE,
     dtype: str = DTYPE,
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic weights and of sampling."),
@@ -87,7 +93,7 @@ def synth(
         "wall_seconds": round(result.wall_seconds, 4),
         "rtf": round(result.rtf, 4),
         "length_source": result.length_source,
-        "config": config,
+        "config": pipe.cfg.name,
         "weights": "synthetic" if synthetic else str(assets),
         "device": device,
         "dtype": dtype,

@@ -103,6 +103,7 @@ class _Row:
     started: float
     emitted: int = 0  # samples handed out
     chunks: int = 0
+    capped: bool = False  # its speech-rate length was cut to max_new_tokens
 
 
 class Engine:
@@ -319,7 +320,10 @@ class Engine:
         self.runner.prefill(admissions)
         self.stats.prefill_seconds.observe(time.perf_counter() - t0)
         with self._cv:
-            self._rows.extend(_Row(h, a.forced, started) for h, a in zip(handles, admissions, strict=True))
+            self._rows.extend(
+                _Row(h, a.forced, started, capped=a.forced and self.pipe.speech_rate.steps(a.text) > a.limit)
+                for h, a in zip(handles, admissions, strict=True)
+            )
 
     def _step(self) -> None:
         state = self.runner.state
@@ -369,7 +373,7 @@ class Engine:
             if window is not None:
                 emitting.append(window)
             elif finished[slot]:
-                self._finish(row, int(steps[slot]))
+                self._finish(row, int(steps[slot]), bool(h["done"][slot]))
         t0 = time.perf_counter()
         decoded = self.runner.emit(emitting)
         if emitting:
@@ -381,7 +385,7 @@ class Engine:
                 row.handle.put(AudioChunk(samples, self.pipe.cfg.sample_rate, row.chunks))
                 row.chunks += 1
             if finished[window.slot]:
-                self._finish(row, int(steps[window.slot]))
+                self._finish(row, int(steps[window.slot]), bool(h["done"][window.slot]))
         if leaving:
             self._remove(leaving)
 
@@ -398,7 +402,7 @@ class Engine:
         with self._cv:
             self._rows.clear()
 
-    def _finish(self, row: _Row, steps: int) -> None:
+    def _finish(self, row: _Row, steps: int, eos: bool) -> None:
         audio_seconds = row.emitted / self.pipe.cfg.sample_rate
         self.stats.audio_seconds += audio_seconds
         self.stats.count("ok")
@@ -408,7 +412,9 @@ class Engine:
                 audio_seconds=audio_seconds,
                 queue_seconds=row.started - row.handle.submitted,
                 inference_seconds=time.monotonic() - row.started,
-                length_source="speech-rate" if row.forced else "eos",  # type: ignore[arg-type]
+                length_source=(
+                    "eos" if eos else "max-new-tokens" if row.capped or not row.forced else "speech-rate"
+                ),
                 chunks=row.chunks,
             )
         )

@@ -149,10 +149,12 @@ class Pipeline:
         if not texts:
             raise UserError("no text given: expected at least one non-empty text")
         forced = fixed_steps
+        capped = [False] * len(texts)  # the speech-rate length was longer than max_new_tokens
         if forced is None and (self.synthetic or fixed_length):
-            forced = [min(self.speech_rate.steps(t), max_new_tokens) for t in texts]
+            wanted = [self.speech_rate.steps(t) for t in texts]
+            forced = [min(n, max_new_tokens) for n in wanted]
+            capped = [n > max_new_tokens for n in wanted]
         limits = forced or [max_new_tokens] * len(texts)
-        source: LengthSource = "speech-rate" if forced is not None else "eos"
         embed, eos, g = self.model.embed, self.cfg.gpt.eos_token, self.cfg.gpt
         b = len(texts)
         # row i draws from seed + i: the engine's stateless generator, so a seeded request gives
@@ -178,6 +180,7 @@ class Pipeline:
         codes_out: list[list[torch.Tensor]] = [[] for _ in range(b)]
         hidden_out: list[list[torch.Tensor]] = [[] for _ in range(b)]
         done = [False] * b
+        eos_seen = [False] * b
         history = torch.zeros(b, g.num_vq, 0, dtype=torch.long, device=self.device)
         for step in range(max(limits)):
             logits = embed.code_logits(hidden)
@@ -188,7 +191,7 @@ class Pipeline:
                 if done[r]:
                     continue
                 if forced is None and bool((nxt[r] == eos).any()):
-                    done[r] = True
+                    done[r] = eos_seen[r] = True
                     continue
                 codes_out[r].append(nxt[r])
                 hidden_out[r].append(hidden[r].float())
@@ -200,13 +203,19 @@ class Pipeline:
             history = torch.cat([history, nxt.unsqueeze(-1)], dim=-1)[:, :, -PENALTY_WINDOW:]
             hidden = fwd.decode(embed.embed_codes(nxt).to(dtype), slots, positions)
             positions = positions + 1
+
+        def source(r: int) -> LengthSource:
+            if forced is not None:
+                return "max-new-tokens" if capped[r] else "speech-rate"
+            return "eos" if eos_seen[r] else "max-new-tokens"
+
         return [
             Generation(
                 codes=torch.stack(c) if c else torch.zeros(0, g.num_vq, dtype=torch.long),
                 hidden=torch.stack(h) if h else torch.zeros(0, g.hidden_size),
-                length_source=source,
+                length_source=source(r),
             )
-            for c, h in zip(codes_out, hidden_out, strict=True)
+            for r, (c, h) in enumerate(zip(codes_out, hidden_out, strict=True))
         ]
 
     # ------------------------------------------------------------ audio

@@ -139,8 +139,17 @@ def save_assets(model: ChatTTSModel, directory: str | Path) -> Path:
 # ---------------------------------------------------------------- loading
 
 
+PICKLE_SUFFIXES = (".pt", ".pth", ".bin", ".ckpt")
+
+
 def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
     if not path.exists():
+        pickles = [path.with_suffix(s) for s in PICKLE_SUFFIXES if path.with_suffix(s).exists()]
+        if pickles:
+            raise UserError(
+                f"{path}: missing; found {pickles[0].name}, and pickles are never loaded (one can run "
+                "code): convert it to safetensors (safetensors.torch.save_file of its state dict)"
+            )
         raise UserError(f"{path}: missing (an asset dir needs {', '.join(COMPONENT_FILES.values())})")
     if not path.is_file():
         raise UserError(f"{path}: expected a safetensors file, found a directory")
@@ -153,6 +162,27 @@ def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
         raise UserError(f"{path}: not a valid safetensors file ({exc}); truncated or corrupt?") from None
 
 
+GPT_SHAPE_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers")
+
+
+def config_of_assets(directory: str | Path) -> str | None:
+    """The name of the config whose GPT shapes an asset dir's gpt/config.json gives (None when it
+    is missing or unreadable: loading then says which file and why)."""
+    from ttsperf.model.config import CONFIGS
+
+    path = Path(directory) / "gpt" / "config.json"
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+    shapes = {k: found.get(k) for k in GPT_SHAPE_KEYS}
+    for name, cfg in CONFIGS.items():
+        if all(shapes[k] == getattr(cfg.gpt, k) for k in GPT_SHAPE_KEYS):
+            return name
+    given = ", ".join(f"{k} = {v}" for k, v in shapes.items())
+    raise UserError(f"{path}: {given} match no config ({', '.join(CONFIGS)}); is this a ChatTTS asset dir?")
+
+
 def _check_gpt_config(path: Path, model: ChatTTSModel) -> None:
     if not path.exists():
         raise UserError(f"{path}: missing (the gpt/ folder needs config.json and model.safetensors)")
@@ -161,7 +191,7 @@ def _check_gpt_config(path: Path, model: ChatTTSModel) -> None:
     except (OSError, json.JSONDecodeError) as exc:
         raise UserError(f"{path}: not readable JSON ({exc})") from None
     expected = llama_config(model.cfg.gpt).to_dict()
-    for key in ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers"):
+    for key in GPT_SHAPE_KEYS:
         if key in found and found[key] != expected[key]:
             raise UserError(
                 f"{path}: {key} = {found[key]}, expected {expected[key]} for --config {model.cfg.name}"

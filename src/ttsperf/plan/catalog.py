@@ -226,12 +226,17 @@ def load_catalog(
 ) -> Catalog:
     """GPUs (optionally only the named ones, in the order given) with the cheapest known price each.
 
-    `--prices FILE` replaces the shipped price list (e.g. your Alibaba Cloud rates);
-    `--price NAME=USD` then overrides single cards.
+    `--prices FILE` merges over the shipped price list (e.g. your Alibaba Cloud rates): a card
+    it prices takes its price, the others keep the shipped one; `--price NAME=USD` then
+    overrides single cards.
     """
     gpus_label, gpus = load_gpus(catalog)
     known = list(gpus)
-    prices_label, best = load_prices(known, prices)
+    prices_label, best = load_prices(known)
+    if prices is not None:
+        user_label, user = load_prices(known, prices)
+        best.update(user)
+        prices_label += f" with {user_label} over it ({len(user)} card(s) priced from it)"
     for flag in price_flags or []:
         price = parse_price_flag(flag, known)
         best[price.gpu] = price

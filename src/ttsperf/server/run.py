@@ -151,6 +151,31 @@ class DrainingServer(uvicorn.Server):
         self.should_exit = True
 
 
+def check_port(host: str, port: int) -> None:
+    """Fail fast, before a model is loaded, when host:port cannot be bound (taken, or not an
+    address of this machine). Binds as uvicorn will (SO_REUSEADDR: a socket in TIME_WAIT does
+    not count) and lets go; port 0 is always free."""
+    import socket
+
+    from ttsperf.errors import UserError
+
+    if port == 0:
+        return
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    except socket.gaierror as exc:
+        raise UserError(f"--host {host!r}: not an address this machine can bind ({exc.strerror})") from None
+    with socket.socket(family, kind, proto) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(address)
+        except OSError as exc:
+            raise UserError(
+                f"--port {port}: {host}:{port} cannot be bound ({exc.strerror}); "
+                "stop what holds it, or pick another port (0: any free one)"
+            ) from None
+
+
 def make_server(
     app,
     host: str,
