@@ -301,16 +301,18 @@ class Engine:
         req = handle.request
         max_new = min(req.max_new_tokens or self.config.max_new_tokens, self.config.max_new_tokens)
         forced = self.pipe.synthetic or req.fixed_length
+        wanted = self.pipe.speech_rate.steps(req.text) if forced else max_new
         return Admission(
             text=req.text,
             prompt=req.prompt,
             params=req.sampling,
             seed=handle.seed,
-            limit=min(self.pipe.speech_rate.steps(req.text), max_new) if forced else max_new,
+            limit=min(wanted, max_new),
             forced=forced,
             deadline=self._deadline(handle),
             stream=req.stream,
             first_emit=self.config.first_chunk_steps,
+            capped=wanted > max_new,
         )
 
     def _prefill(self, handles: list[RequestHandle]) -> None:
@@ -321,8 +323,7 @@ class Engine:
         self.stats.prefill_seconds.observe(time.perf_counter() - t0)
         with self._cv:
             self._rows.extend(
-                _Row(h, a.forced, started, capped=a.forced and self.pipe.speech_rate.steps(a.text) > a.limit)
-                for h, a in zip(handles, admissions, strict=True)
+                _Row(h, a.forced, started, capped=a.capped) for h, a in zip(handles, admissions, strict=True)
             )
 
     def _step(self) -> None:

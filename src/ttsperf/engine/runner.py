@@ -36,6 +36,7 @@ class Admission:
     deadline: float
     stream: bool
     first_emit: int
+    capped: bool = False  # the speech-rate length was cut to max_new_tokens (the result says so)
 
 
 class Runner:

@@ -59,8 +59,11 @@ class Engine:
         """'ttsperf' (the engine as built) or 'v1' (ttsperf's engine before v2, for comparison)."""
         if name == "v1":
             return cls(step, max_batch, workload)
-        s = step
-        return cls(s, max_batch, workload, True, True, True, s.t_row, s.t_host, s.t_chunk, s.chunk_serial)
+        return cls(
+            step, max_batch, workload, batched_prefill=True, batched_vocoder=True,
+            host_per_row_s=step.t_row, host_per_step_s=step.t_host,
+            handoff_s=step.t_chunk, handoff_serial=step.chunk_serial,
+        )  # fmt: skip
 
 
 ENGINES = {
