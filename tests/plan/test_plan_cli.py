@@ -203,8 +203,8 @@ def test_output_dir_writes_plan_and_a_pareto_chart_per_scenario(tmp_path):
 
 
 def test_pareto_front_drops_dominated_cards():
-    from ttsperf.plan.chart import pareto
     from ttsperf.plan.schema import PlanRow
+    from ttsperf.report.cost_chart import pareto
 
     def row(gpu, p99, cost):
         return PlanRow(

@@ -14,12 +14,12 @@ import re
 import pytest
 from PIL import Image
 
+from ttsperf.charts import COLORS, LIMIT_COLOR
 from ttsperf.report import write_report
-from ttsperf.report.svg import COLORS
 
 from .chromium import find_chromium, render
 
-DATA_COLORS = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in [*COLORS, "#d62728"]]
+DATA_COLORS = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in [*COLORS, LIMIT_COLOR]]
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from ttsperf.facts import PARAMS, TOTAL_PARAMS
 from ttsperf.report.bench_sections import load_section, telemetry_section
 from ttsperf.report.build import build_report, recommendation
 from ttsperf.report.claims import claims_section
-from ttsperf.report.document import Chart, Table
+from ttsperf.report.document import Chart, Table, ms
 from ttsperf.report.inputs import Inputs, read_inputs
 from ttsperf.report.model_sections import optimizations_section, profile_section
 from ttsperf.report.plan_section import plan_sections
@@ -20,8 +20,9 @@ def _tables(sec) -> list[Table]:
     return [b for b in sec.blocks if isinstance(b, Table)]
 
 
-def _polyline_points(svg: str) -> list[int]:
-    return [len(p.split()) for p in re.findall(r'<polyline points="([^"]+)"', svg)]
+def _series_points(svg: str) -> list[int]:
+    """Vertices of each data line matplotlib drew (ttsperf.charts names them series-N)."""
+    return [d.count("L") + 1 for d in re.findall(r'<g id="series-\d+">\s*<path d="([^"]+)"', svg)]
 
 
 def test_load_section_charts_latency_with_the_slo_line_and_throughput(results):
@@ -32,7 +33,7 @@ def test_load_section_charts_latency_with_the_slo_line_and_throughput(results):
     latency, throughput = sec.charts()
     assert latency.name == "latency_k" and "SLO e2e_p50 &lt;= 2 s" in latency.svg
     assert "E2E P50" in latency.svg and "E2E P90" not in latency.svg  # n = 20 resolves P50, not P90
-    assert max(_polyline_points(latency.svg)) == 3  # three load points
+    assert _series_points(latency.svg) == [3, 3]  # E2E and TTFA P50 at three load points
     assert "requests/s (successes / window)" in throughput.svg
     table = _tables(sec)[0]
     assert [r[0] for r in table.rows] == ["concurrent@1", "concurrent@2", "concurrent@4"]
@@ -226,3 +227,14 @@ def test_a_prediction_without_a_bench_point_of_its_load_says_how_to_measure_it(r
     sec = prediction_section(results, pred, [(run, BenchRun.read(run))])
     assert not _tables(sec)
     assert "No bench point among the inputs ran this load: `ttsperf bench URL --rate 3.5`" in sec.blocks[1]
+
+
+def test_a_percentile_is_shown_with_the_interval_the_run_holds(results):
+    from ttsperf.report.bench_sections import pct
+
+    run = BenchRun.read(results / "bench" / "run.json")
+    d = run.points[0].latency_s
+    assert pct(d, "p50") == ms(d.p50)  # a run without intervals: the value alone
+    with_ci = d.model_copy(update={"p50": 0.412, "p50_ci": [0.38, 0.45], "p99": 0.9, "p99_ci": [0.5, None]})
+    assert pct(with_ci, "p50") == "412 ms [380 ms, 450 ms]"
+    assert pct(with_ci, "p99") == "900 ms [500 ms, –]"  # this n cannot bound it from above

@@ -14,19 +14,12 @@ import numpy as np
 from ttsperf.bench.results import BenchRun
 
 
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def write_charts(run: BenchRun, out: Path) -> list[Path]:
     if not run.points:
         return []
-    plt = _plt()
+    from ttsperf.charts import pyplot  # headless, the same style as the report's charts
+
+    plt = pyplot()
     out.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
     pts = sorted(run.points, key=lambda p: p.strategy.load)

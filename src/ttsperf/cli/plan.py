@@ -14,7 +14,6 @@ from ttsperf.cli.common import print_json, user_errors, write_json
 from ttsperf.console import console
 from ttsperf.errors import UserError
 from ttsperf.plan.api import make_plan
-from ttsperf.plan.chart import svg
 from ttsperf.plan.predict import Prediction, predict
 from ttsperf.plan.schema import Plan, ScenarioPlan
 
@@ -205,8 +204,10 @@ def write_outputs(plan: Plan, data: dict, out: str) -> list[Path]:
         else {output: json.dumps(data, indent=2, ensure_ascii=False) + "\n"}
     )
     if as_dir:
+        from ttsperf.report.cost_chart import cost_svg  # matplotlib: loaded only when charts are written
+
         for sc in plan.scenarios:
-            files[output / f"pareto-{sc.scenario}.svg"] = svg(sc)
+            files[output / f"pareto-{sc.scenario}.svg"] = cost_svg(sc)
     try:
         if as_dir:
             output.mkdir(parents=True, exist_ok=True)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from ttsperf.bench.results import BenchRun, PointResult
+from ttsperf.charts import HLine, LineChart, Series
 from ttsperf.report.document import Chart, Section, Table, mb, ms, num
-from ttsperf.report.svg import HLine, LineChart, Series
 
 # SLO constraints drawn as a line on the latency chart: bench's names for latency percentiles.
 LATENCY_SLOS = ("e2e_", "latency_", "ttfa_")
@@ -39,6 +39,15 @@ def _pct_series(pts: list[PointResult], dist: str, stats: tuple[str, ...], prefi
     return out
 
 
+def pct(dist, stat: str) -> str:
+    """A percentile with its interval when the run holds one (`p99_ci`: [low, high], None where
+    this n cannot bound it); runs written before bench kept intervals show the value alone."""
+    value, ci = getattr(dist, stat), getattr(dist, f"{stat}_ci", None)
+    if value is None or not ci:
+        return ms(value)
+    return f"{ms(value)} [{ms(ci[0])}, {ms(ci[1])}]"
+
+
 def load_section(path: Path, run: BenchRun, key: str) -> Section:
     sec = Section(f"Load test: {', '.join(run.targets)} ({run.adapter})", [path])
     if not run.points:
@@ -54,18 +63,18 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
         sec.say(f"SLO {verdict}.")
     series = _pct_series(pts, "latency_s", ("p50", "p90", "p99"), "E2E")
     series += _pct_series(pts, "ttfa_s", ("p50", "p99"), "TTFA")
-    if not series:  # too few requests for any percentile (P50 needs n >= 20): show what n supports
+    if not series:  # bench reported no percentile at these n: show what n supports
         series = _pct_series(pts, "latency_s", ("mean", "max"), "E2E")
         series += _pct_series(pts, "ttfa_s", ("mean", "max"), "TTFA")
-        sec.say(
-            "Too few requests per point for percentiles (P50 needs n >= 20): the chart shows mean and max."
-        )
+        sec.say("Too few requests per point for bench to report percentiles: the chart shows mean and max.")
     if series:
         sec.blocks.append(
             Chart(
                 f"latency_{key}",
                 "Latency vs load",
-                LineChart("Latency vs load", _xlabel(run), "seconds", series, _slo_lines(run)).svg(),
+                LineChart(
+                    "Latency vs load", _xlabel(run), "latency", series, _slo_lines(run), seconds=True
+                ).svg(),
             )
         )
     thr = [Series("requests/s (successes / window)", [(p.strategy.load, p.throughput_rps) for p in pts])]
@@ -107,16 +116,17 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
                     str(p.successes),
                     num(p.throughput_rps),
                     num(p.audio_seconds_per_s),
-                    ms(p.latency_s.p50),
-                    ms(p.latency_s.p90),
-                    ms(p.latency_s.p99),
-                    ms(p.ttfa_s.p50),
-                    ms(p.ttfa_s.p99),
+                    pct(p.latency_s, "p50"),
+                    pct(p.latency_s, "p90"),
+                    pct(p.latency_s, "p99"),
+                    pct(p.ttfa_s, "p50"),
+                    pct(p.ttfa_s, "p99"),
                     ", ".join(f"{k} {v}" for k, v in p.errors.items() if v) or "0",
                 ]
                 for p in pts
             ],
-            "– : no audio reported, or a percentile n cannot resolve (P99 needs n >= 1000)",
+            "[low, high]: the percentile's confidence interval as bench reports it (– : unbounded at this "
+            "n); – alone: no audio reported, or a percentile bench did not report at this n",
         )
     )
     return sec

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ttsperf.report.answer import Answer, answer
 from ttsperf.report.bench_sections import load_section, telemetry_section
 from ttsperf.report.claims import claims_section
 from ttsperf.report.document import Report, Section
@@ -54,6 +55,14 @@ def recommendation(inputs: Inputs) -> tuple[str, Path | None, list[str]]:
     return "No plan, bench run or profile among the inputs: nothing to recommend from.", None, []
 
 
+def lead_answer(inputs: Inputs) -> Answer | None:
+    """The box for the scenario the recommendation sentence comes from (a plan's first)."""
+    for path, plan in inputs.plans:
+        if plan.scenarios:
+            return answer(path, plan.scenarios[0])
+    return None
+
+
 def _key(path: Path, i: int) -> str:
     """A short, file-safe, unique name for charts of one input."""
     stem = "".join(ch if ch.isalnum() else "_" for ch in path.parent.name or "input")[:24]
@@ -90,4 +99,6 @@ def build_report(inputs: Inputs) -> Report:
         )
         if not present
     ]
-    return Report(sentence, source, others, sections, inputs.files(), inputs.skipped, missing)
+    return Report(
+        sentence, source, others, sections, inputs.files(), inputs.skipped, missing, lead_answer(inputs)
+    )

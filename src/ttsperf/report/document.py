@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ttsperf.report.answer import Answer
+
 
 @dataclass
 class Table:
@@ -44,6 +46,7 @@ class Report:
     inputs: list[tuple[Path, str]]
     skipped: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # what a reader may look for and why it is absent
+    answer: Answer | None = None  # the box on top: card, count, setting, cost, range, binding limit
 
     def charts(self) -> list[Chart]:
         return [c for s in self.sections for c in s.charts()]

@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ttsperf.charts import LineChart, Series
 from ttsperf.profile.schema import ModelProfile
 from ttsperf.report.document import Chart, Section, Table, mb, num
-from ttsperf.report.svg import LineChart, Series
 
 
 def _by_context(points, value) -> list[Series]:

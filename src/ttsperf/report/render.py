@@ -9,6 +9,7 @@ from html import escape
 from pathlib import Path
 
 from ttsperf import __version__
+from ttsperf.report.answer import Answer
 from ttsperf.report.document import Chart, Report, Table
 
 CSS = """
@@ -18,6 +19,13 @@ h1 { font-size: 24px; margin-bottom: 4px; }
 h2 { font-size: 19px; border-bottom: 1px solid #ddd; padding-bottom: 4px; margin-top: 32px; }
 .recommendation { font-size: 18px; background: #eef6ee; border-left: 5px solid #2ca02c;
                   padding: 12px 16px; margin: 12px 0; }
+.answer { background: #eef6ee; border-left: 5px solid #2ca02c; padding: 10px 16px; margin: 12px 0; }
+.answer .recommendation { border: 0; padding: 0; margin: 8px 0 0; font-size: 15px; }
+.answer h2 { font-size: 15px; border: 0; margin: 0 0 6px; padding: 0; color: #2a5a2a; }
+.answer dl { display: grid; grid-template-columns: max-content auto; gap: 3px 16px; margin: 0;
+             font-size: 17px; }
+.answer dt { color: #555; }
+.answer dd { margin: 0; font-weight: 600; }
 .others { color: #444; font-size: 14px; }
 .meta, .source, .caption { color: #666; font-size: 12.5px; }
 .charts { display: flex; flex-wrap: wrap; gap: 16px; margin: 12px 0; }
@@ -50,6 +58,15 @@ def _html_chart(c: Chart) -> str:
     )
 
 
+def _html_answer(a: Answer, sentence: str) -> str:
+    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in a.fields)
+    flags = f"<div>serve it: <code>{escape(a.serve_flags)}</code></div>" if a.serve_flags else ""
+    return (
+        f'<div class="answer" id="answer"><h2>The answer: {escape(a.scenario)} ({escape(a.basis)})</h2>'
+        f'<dl>{rows}</dl>{flags}<p class="recommendation" id="recommendation">{_inline(sentence)}</p></div>'
+    )
+
+
 def to_html(report: Report) -> str:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
@@ -64,7 +81,9 @@ def to_html(report: Report) -> str:
         "<h1>ttsperf report</h1>",
         f'<div class="meta">ttsperf {__version__}, written {now} '
         f"from {len(report.inputs)} result file(s)</div>",
-        f'<p class="recommendation" id="recommendation">{_inline(report.recommendation)}</p>',
+        _html_answer(report.answer, report.recommendation)
+        if report.answer
+        else f'<p class="recommendation" id="recommendation">{_inline(report.recommendation)}</p>',
     ]
     if report.recommendation_source:
         parts.append(f'<div class="source">from {escape(str(report.recommendation_source))}</div>')
@@ -116,6 +135,9 @@ def to_markdown(report: Report, charts_dir: Path, link_base: str) -> str:
     """Markdown; every chart is written as charts_dir/NAME.svg and linked as link_base/NAME.svg."""
     charts_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# ttsperf report", "", f"**{report.recommendation}**", ""]
+    if a := report.answer:
+        lines += _md_table(Table([f"the answer: {a.scenario}", a.basis], [list(f) for f in a.fields]))
+        lines += [f"Serve it: `{a.serve_flags}`", ""] if a.serve_flags else []
     if report.recommendation_source:
         lines += [f"(from `{report.recommendation_source}`)", ""]
     lines += [f"- {s}" for s in report.other_recommendations]

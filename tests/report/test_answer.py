@@ -1,0 +1,114 @@
+"""The answer box on top of the report and the cost chart on the scenario's SLO metric, from the
+real plan of conftest.py: as it is (a plan without `recommended`) and with the fields plan adds."""
+
+from __future__ import annotations
+
+import re
+
+from ttsperf.report.answer import UNKNOWN, answer, cheapest_row
+from ttsperf.report.build import build_report
+from ttsperf.report.cost_chart import axis, cost_svg
+from ttsperf.report.document import Table
+from ttsperf.report.inputs import Inputs, read_inputs
+from ttsperf.report.plan_section import plan_sections
+from ttsperf.report.render import to_html, to_markdown
+
+FLAGS = "ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32"
+SETTINGS = {"dtype": "fp16", "mode": "cuda-graphs", "step_overhead_s": 0.003, "first_chunk_steps": 12,
+            "max_batch": 32, "serve_flags": FLAGS}  # fmt: skip
+
+
+def _plan(results):
+    path, plan = read_inputs([results / "plan.json"]).plans[0]
+    return path, plan, plan.scenarios[0]
+
+
+def _texts(svg: str) -> list[str]:
+    return re.findall(r"<text[^>]*>([^<]*)</text>", svg)
+
+
+def test_a_plan_without_recommended_gets_the_cheapest_gpu_meeting_the_slo(results):
+    path, _, sc = _plan(results)
+    priced = [r for r in sc.rows if r.meets_slo and r.usd_per_audio_hour is not None]
+    best = min(priced, key=lambda r: r.usd_per_audio_hour)
+    a = answer(path, sc)
+    fields = dict(a.fields)
+    assert fields["card"] == f"{best.gpus_needed} x {best.gpu}"
+    assert fields["cost"] == f"${best.usd_per_audio_hour:.4g} per audio hour"
+    for unknown in ("setting", "range", "binding limit"):
+        assert fields[unknown] == UNKNOWN, unknown
+    assert UNKNOWN in fields["basis"] and a.serve_flags is None and "cheapest GPU" in a.basis
+
+
+def test_a_profiled_cpu_row_is_never_the_answer(results):
+    path, plan, sc = _plan(results)
+    best = cheapest_row(sc)
+    cpu = best.model_copy(
+        update={"gpu": "AMD EPYC (profiled)", "usd_per_audio_hour": 1e-6, "device": "other"}
+    )
+    sc2 = sc.model_copy(update={"rows": [*sc.rows, cpu]})
+    assert dict(answer(path, sc2).fields)["card"].endswith(f" x {best.gpu}")
+    (sec,) = plan_sections(path, plan.model_copy(update={"scenarios": [sc2]}), "k")
+    tables = [b for b in sec.blocks if isinstance(b, Table)]
+    assert [r[0] for r in tables[1].rows] == ["AMD EPYC (profiled)"]  # apart, after the GPUs
+    assert "AMD EPYC (profiled)" not in {r[0] for r in tables[0].rows}
+    assert "AMD EPYC (profiled)" not in " ".join(_texts(sec.charts()[0].svg))
+
+
+def test_the_plans_recommended_object_fills_the_box_and_tops_the_page(results, tmp_path):
+    path, plan, sc = _plan(results)
+    rec = {"gpu": "L4", "gpus_needed": 7, "settings": SETTINGS, "binding": "underrun",
+           "max_streams_range": [3, 5], "usd_per_audio_hour": 0.0123, "measured": False}  # fmt: skip
+    sc2 = sc.model_copy(update={"recommended": rec})
+    fields = dict(answer(path, sc2).fields)
+    assert fields == {
+        "card": "7 x L4",
+        "setting": "fp16, cuda-graphs, 3 ms step overhead, first chunk 12 steps, max batch 32",
+        "cost": "$0.0123 per audio hour",
+        "range": "3-5 streams per GPU",
+        "binding limit": "playback underrun (the stream stalls)",
+        "basis": "projected, not measured on this card",
+    }
+    report = build_report(Inputs(plans=[(path, plan.model_copy(update={"scenarios": [sc2]}))]))
+    html = to_html(report)
+    start = html.index('<div class="answer" id="answer">')
+    assert start < html.index("7 x L4") < html.index('id="recommendation"') < html.index("<section>")
+    box = html[start : html.index("<section>")]
+    assert "<code>ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32</code>" in box
+    md = to_markdown(report, tmp_path / "c", "c")
+    assert "| card | 7 x L4 |" in md and "`ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32`" in md
+
+
+def test_a_recommended_object_with_nulls_says_what_the_plan_did_not_give(results):
+    path, _, sc = _plan(results)
+    rec = {"gpu": "T4", "gpus_needed": 2, "settings": None, "binding": None, "max_streams_range": None,
+           "usd_per_audio_hour": None, "measured": True}  # fmt: skip
+    fields = dict(answer(path, sc.model_copy(update={"recommended": rec})).fields)
+    assert fields["card"] == "2 x T4" and fields["basis"] == "measured: a profile of this card"
+    assert fields["binding limit"] == fields["range"] == "not given by the plan"
+
+
+def test_the_cost_chart_plots_the_scenarios_slo_metric_and_its_limit(results):
+    _, _, sc = _plan(results)
+    assert list(sc.slo.limits)[0] == "ttfa_p99"
+    svg = cost_svg(sc)
+    texts = _texts(svg)
+    assert any("cost vs TTFA P99" in t for t in texts) and "TTFA P99" in texts
+    assert "SLO ttfa_p99 &lt;= 300 ms" in texts
+    for r in sc.rows:
+        if r.meets_slo and r.usd_per_audio_hour is not None:
+            assert r.gpu in texts, r.gpu  # the full name, never cut
+    ticks = [t for t in texts if re.fullmatch(r"[$\d.,]+( ms| s)?", t)]
+    assert any(t.endswith(" ms") for t in ticks)  # the axis stays below 1 s: milliseconds
+    assert all(len(re.sub(r"\D", "", t).lstrip("0")) <= 4 for t in ticks), ticks  # no 0.2314
+    assert svg == cost_svg(sc) and "<dc:date>" not in svg  # the same bytes for the same plan
+
+
+def test_both_slo_spellings_pick_the_same_axis(results):
+    _, _, sc = _plan(results)
+    for metric in ("p99", "e2e_p99"):
+        sc2 = sc.model_copy(update={"slo": sc.slo.model_copy(update={"limits": {metric: 2.0}})})
+        assert axis(sc2)[:2] == ("p99_s", "E2E P99")
+        assert f"SLO {metric} &lt;= 2 s" in _texts(cost_svg(sc2))
+    none = sc.model_copy(update={"slo": sc.slo.model_copy(update={"limits": {}})})
+    assert axis(none)[3] is None and "E2E P99 (this scenario has no latency bound)" in _texts(cost_svg(none))
