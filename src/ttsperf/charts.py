@@ -34,6 +34,9 @@ STYLE = {
     "axes.prop_cycle": matplotlib.cycler(color=COLORS),
     "axes.grid": True,
     "grid.alpha": 0.3,
+    # matplotlib measures with its own DejaVu Sans; the browser uses it, or the next that it has
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
     "svg.fonttype": "none",  # <text>, drawn by the browser's fonts: smaller, and findable on the page
     "svg.hashsalt": "ttsperf",  # the clip-path ids, otherwise random per run
 }

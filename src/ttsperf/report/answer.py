@@ -105,6 +105,6 @@ def answer(path: Path, sc: ScenarioPlan) -> Answer | None:
         ("cost", f"{_money(cost)} per audio hour" if cost is not None else missing),
         ("range", range_text(rng) or missing),
         ("binding limit", binding_text(binding) or missing),
-        ("basis", how.get(measured, f"projected (whether this card was profiled: {missing})")),
+        ("basis", how.get(measured, f"projected; profiled or not: {missing}")),
     ]
     return Answer(sc.scenario, path, fields, _get(settings, "serve_flags"), basis)

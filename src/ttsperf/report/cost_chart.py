@@ -96,15 +96,16 @@ def cost_svg(sc: ScenarioPlan) -> str:
     lo_x = min(xs)
     span = hi_x - lo_x or max(hi_x, 1e-3) * 0.2
     ax.set_xlim(max(0.0, lo_x - 0.15 * span), hi_x + 0.08 * span)
-    ax.set_ylim(0, max(ys) * 1.25)
+    sep = max(ys) * 0.08  # about one label's height at this chart's size
+    heights = _label_heights(list(zip(xs, ys, strict=True)), span, sep)
+    ax.set_ylim(0, max(max(ys) * 1.25, max(heights) + sep))
     if len(front) > 1:
         ax.plot([getattr(r, field) for r in front], [r.usd_per_audio_hour for r in front],
                 color=LIMIT_COLOR, linewidth=1.5, label="Pareto front")  # fmt: skip
     ax.scatter(xs, ys, s=36, zorder=3, c=[LIMIT_COLOR if r.gpu in on_front else "#1f77b4" for r in rows])
     if limit is not None:
-        shown = f"{1000 * limit:g} ms" if seconds and limit < 1 else f"{limit:g}" + (" s" if seconds else "")
+        shown = seconds_formatter(limit)(limit, 0) if seconds else f"{limit:g}"
         ax.axvline(limit, color=LIMIT_COLOR, linestyle=":", linewidth=1.8, label=f"SLO {metric} <= {shown}")
-    heights = _label_heights(list(zip(xs, ys, strict=True)), span, max(ys) * 0.08)
     beside = offset_copy(ax.transData, fig=fig, x=5, units="points")  # the label starts 5 pt right
     leader = {"arrowstyle": "-", "color": "#999", "lw": 0.6}  # from a label moved off its point
     for r, x, y, ly in zip(rows, xs, ys, heights, strict=True):
@@ -115,5 +116,5 @@ def cost_svg(sc: ScenarioPlan) -> str:
     ax.xaxis.set_major_formatter(seconds_formatter(hi_x) if seconds else plain_formatter())
     ax.yaxis.set_major_formatter(plain_formatter("$"))
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="lower right", fontsize=9)
+        ax.legend(loc="best", fontsize=9)
     return to_svg(fig)
