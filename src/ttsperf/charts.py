@@ -92,6 +92,7 @@ class Series:
     label: str
     points: list[tuple[float, float]]
     dashed: bool = False
+    intervals: list[tuple[float, float, float]] = field(default_factory=list)  # (x, low, high)
 
 
 @dataclass
@@ -121,11 +122,15 @@ def line_chart(c: LineChart) -> str:
     for i, s in enumerate(c.series):
         pts = sorted(s.points)
         marker = "o" if c.markers or len(pts) == 1 else None
-        ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="--" if s.dashed else "-",
+        (line,) = ax.plot([x for x, _ in pts], [y for _, y in pts], linestyle="--" if s.dashed else "-",
                 marker=marker, markersize=5, linewidth=2, label=s.label, gid=f"series-{i}")  # fmt: skip
+        if s.intervals:  # a confidence interval as a vertical bar in the line's colour
+            xs, lo, hi = zip(*s.intervals, strict=True)
+            ax.vlines(xs, lo, hi, colors=line.get_color(), linewidth=5, alpha=0.3, gid=f"series-{i}-ci")
     for h in c.hlines:
         ax.axhline(h.y, color=LIMIT_COLOR, linestyle=":", linewidth=1.8, label=h.label)
     ys = [y for s in c.series for _, y in s.points] + [h.y for h in c.hlines]
+    ys += [hi for s in c.series for _, _, hi in s.intervals]
     hi = max(ys, default=1.0)
     ax.set_xlim(left=0)
     ax.set_ylim(bottom=0, top=hi * 1.08 if hi > 0 and math.isfinite(hi) else 1.0)

@@ -238,3 +238,16 @@ def test_a_percentile_is_shown_with_the_interval_the_run_holds(results):
     with_ci = d.model_copy(update={"p50": 0.412, "p50_ci": [0.38, 0.45], "p99": 0.9, "p99_ci": [0.5, None]})
     assert pct(with_ci, "p50") == "412 ms [380 ms, 450 ms]"
     assert pct(with_ci, "p99") == "900 ms [500 ms, –]"  # this n cannot bound it from above
+
+
+def test_the_latency_chart_draws_an_interval_bar_where_the_run_holds_one(results):
+    run = BenchRun.read(results / "bench" / "run.json")
+    assert 'id="series-0-ci"' not in load_section(results, run, "k").charts()[0].svg  # none in this run
+    for p in run.points:
+        d = p.latency_s
+        p.latency_s = d.model_copy(update={"p50_ci": [0.9 * d.p50, 1.2 * d.p50], "p99_ci": [d.p50, None]})
+    latency = load_section(results, run, "k").charts()[0]
+    assert latency.svg.count('id="series-0-ci"') == 1  # E2E P50: one bar per point, in one group
+    bars = re.search(r'<g id="series-0-ci">(.*?)</g>', latency.svg, re.S)[1]
+    assert bars.count("<path") == 3
+    assert any("pale bars" in b for b in load_section(results, run, "k").blocks if isinstance(b, str))

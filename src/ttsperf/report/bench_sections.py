@@ -31,11 +31,14 @@ def _slo_lines(run: BenchRun) -> list[HLine]:
 def _pct_series(pts: list[PointResult], dist: str, stats: tuple[str, ...], prefix: str) -> list[Series]:
     out = []
     for stat in stats:
-        xy = [(p.strategy.load, getattr(getattr(p, dist), stat)) for p in pts]
-        xy = [(x, y) for x, y in xy if y is not None]  # a percentile n cannot resolve is not drawn
+        ds = [(p.strategy.load, getattr(p, dist)) for p in pts]
+        xy = [(x, getattr(d, stat)) for x, d in ds if getattr(d, stat) is not None]  # unresolved: not drawn
+        # bench's interval per point where it bounds both sides (a run written before it: none)
+        cis = [(x, getattr(d, f"{stat}_ci", None)) for x, d in ds]
+        bars = [(x, ci[0], ci[1]) for x, ci in cis if ci and None not in ci[:2]]
         if xy:
             name = stat.upper() if stat.startswith("p") else stat
-            out.append(Series(f"{prefix} {name}", xy, dashed=prefix == "TTFA"))
+            out.append(Series(f"{prefix} {name}", xy, dashed=prefix == "TTFA", intervals=bars))
     return out
 
 
@@ -67,6 +70,10 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
         series = _pct_series(pts, "latency_s", ("mean", "max"), "E2E")
         series += _pct_series(pts, "ttfa_s", ("mean", "max"), "TTFA")
         sec.say("Too few requests per point for bench to report percentiles: the chart shows mean and max.")
+    if any(s.intervals for s in series):
+        sec.say(
+            "The pale bars on the latency chart: each percentile's confidence interval as bench reports it."
+        )
     if series:
         sec.blocks.append(
             Chart(
