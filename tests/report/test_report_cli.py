@@ -58,6 +58,11 @@ def test_report_json_output(results, tmp_path):
         "profile",
     }
     assert out["recommendation"].startswith("No plan among the inputs")
+    assert out["answer"] is None  # no plan: no box
+    res = _run(results, "-o", tmp_path / "p.html", "--json")
+    answer = json.loads(res.stdout)["answer"]
+    plan = json.loads((results / "plan.json").read_text())["scenarios"][0]
+    assert answer["scenario"] == plan["scenario"] and f"{answer['card']} at" in plan["recommendation"]
 
 
 def _bad(res, *needles):

@@ -36,6 +36,14 @@ def report(
                 "markdown": str(w.markdown),
                 "charts": len(w.report.charts()),
                 "recommendation": w.report.recommendation,
+                "answer": None
+                if (a := w.report.answer) is None
+                else {
+                    "scenario": a.scenario,
+                    **dict(a.fields),
+                    "serve_flags": a.serve_flags,
+                    "basis": a.basis,
+                },
                 "inputs": [{"path": str(p), "kind": k} for p, k in w.report.inputs],
             }
         )
