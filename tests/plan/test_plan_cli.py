@@ -170,7 +170,7 @@ def test_more_load_needs_more_gpus_and_costs_scale():
 
 
 def test_step_overhead_what_if_raises_capacity():
-    base = make_plan(gpus="RTX 4090", scenario="realtime", requests=200).scenarios[0].rows[0]
+    base = make_plan(gpus="RTX 4090", scenario="realtime", requests=200, mode="eager").scenarios[0].rows[0]
     fast = (
         make_plan(gpus="RTX 4090", scenario="realtime", step_overhead="3ms", requests=200)
         .scenarios[0]
