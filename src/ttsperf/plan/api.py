@@ -13,7 +13,7 @@ from ttsperf.plan.cards import build_cards, plan_dtype, profiled_name
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
-from ttsperf.plan.recommend import Settings, plan_scenario
+from ttsperf.plan.recommend import Settings, plan_scenarios
 from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs
 from ttsperf.plan.simulate import ENGINES, Load
@@ -193,9 +193,9 @@ def make_plan(
             None if vocoder_overhead is None else parse_duration(vocoder_overhead, "--vocoder-overhead")
         ),
     )  # fmt: skip
-    scenarios = [
-        plan_scenario(SCENARIOS[n], cards, target, slo_limits, settings, note, progress) for n in names
-    ]
+    scenarios = plan_scenarios(
+        [SCENARIOS[n] for n in names], cards, target, slo_limits, settings, note, progress
+    )
     owned = own_cards.purchases if own_cards else {}
     missing = [c.name for c in cards if c.name not in cat.prices and c.name not in owned]
     notes = []

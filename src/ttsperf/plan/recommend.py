@@ -9,7 +9,10 @@ meets the SLO.
 from __future__ import annotations
 
 import math
+import multiprocessing
+import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from ttsperf.plan.cards import Card
@@ -658,40 +661,80 @@ def recommend(
     return sentence, rec
 
 
-def plan_scenario(
-    scenario: Scenario,
+def _with_slo(scenario: Scenario, slo: dict[str, float] | None) -> Scenario:
+    if slo is None:
+        return scenario
+    return Scenario(
+        scenario.name,
+        scenario.description,
+        slo,
+        "user --slo",
+        scenario.load,
+        scenario.load_how,
+        scenario.objective,
+    )
+
+
+def _card_rows(card: Card, work: list[tuple[Scenario, Load]], settings: Settings) -> list[PlanRow]:
+    """One card's row in every scenario (they share its simulations: one process per card)."""
+    return [plan_row(card, scenario, load, settings) for scenario, load in work]
+
+
+def _workers(cards: int) -> int:
+    """Processes to plan cards in: one per CPU this process may run on, when there are enough
+    cards to pay for starting them (a fresh interpreter each, ~1 s)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cpus, cards) if cards >= 6 else 1
+
+
+def plan_scenarios(
+    scenarios: list[Scenario],
     cards: list[Card],
     target: Load | None,
     slo: dict[str, float] | None,
     settings: Settings,
     basis_note: str,
     progress: Callable[[str], None] | None = None,
-) -> ScenarioPlan:
-    if slo is not None:
-        scenario = Scenario(
-            scenario.name,
-            scenario.description,
-            slo,
-            "user --slo",
-            scenario.load,
-            scenario.load_how,
-            scenario.objective,
+) -> list[ScenarioPlan]:
+    """Every card in every scenario, cards in parallel processes (each card's rows depend on that
+    card alone, so the result is the same whatever the split), then one recommendation each."""
+    resolved = [_with_slo(sc, slo) for sc in scenarios]
+    work = [(sc, target or sc.load) for sc in resolved]
+    rows_of: list[list[PlanRow]] = []
+    workers = _workers(len(cards))
+    if workers == 1:
+        for card in cards:
+            if progress:
+                progress(card.name)
+            rows_of.append(_card_rows(card, work, settings))
+    else:
+        ctx = multiprocessing.get_context("spawn")  # no fork of a process whose threads hold locks
+        with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+            futures = [pool.submit(_card_rows, card, work, settings) for card in cards]
+            done = 0
+            for card, fut in zip(cards, futures, strict=True):
+                rows_of.append(fut.result())
+                done += 1
+                if progress:
+                    progress(f"{card.name} ({done}/{len(cards)}, {workers} processes)")
+    plans = []
+    for j, (scenario, load) in enumerate(work):
+        rows = [r[j] for r in rows_of]
+        sentence, rec = recommend(scenario, load, rows, basis_note)
+        plans.append(
+            ScenarioPlan(
+                scenario=scenario.name,
+                description=scenario.description,
+                slo=Slo(limits=scenario.slo, how=scenario.slo_how),
+                load={
+                    "kind": load.kind,
+                    "value": load.value,
+                    "how": "user flag" if target else scenario.load_how,
+                },
+                objective=scenario.objective,
+                rows=rows,
+                recommendation=sentence,
+                recommended=rec,
+            )
         )
-    load = target or scenario.load
-    load_how = "user flag" if target else scenario.load_how
-    rows = []
-    for card in cards:
-        if progress:
-            progress(f"{scenario.name}: {card.name}")
-        rows.append(plan_row(card, scenario, load, settings))
-    sentence, rec = recommend(scenario, load, rows, basis_note)
-    return ScenarioPlan(
-        scenario=scenario.name,
-        description=scenario.description,
-        slo=Slo(limits=scenario.slo, how=scenario.slo_how),
-        load={"kind": load.kind, "value": load.value, "how": load_how},
-        objective=scenario.objective,
-        rows=rows,
-        recommendation=sentence,
-        recommended=rec,
-    )
+    return plans
