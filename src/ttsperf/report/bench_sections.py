@@ -28,11 +28,18 @@ def _slo_lines(run: BenchRun) -> list[HLine]:
     ]
 
 
+def _bounded(d, stat: str) -> bool:
+    """Drawn only when n gives the percentile's interval both ends (P90 needs n >= 36, P99 368):
+    a line through the top few samples would read as a measured tail."""
+    ci = getattr(d, f"{stat}_ci", None)
+    return ci is None or None not in ci
+
+
 def _pct_series(pts: list[PointResult], dist: str, stats: tuple[str, ...], prefix: str) -> list[Series]:
     out = []
     for stat in stats:
-        xy = [(p.strategy.load, getattr(getattr(p, dist), stat)) for p in pts]
-        xy = [(x, y) for x, y in xy if y is not None]  # a percentile n cannot resolve is not drawn
+        dists = [(p.strategy.load, getattr(p, dist)) for p in pts]
+        xy = [(x, getattr(d, stat)) for x, d in dists if _bounded(d, stat) and getattr(d, stat) is not None]
         if xy:
             name = stat.upper() if stat.startswith("p") else stat
             out.append(Series(f"{prefix} {name}", xy, dashed=prefix == "TTFA"))
@@ -116,7 +123,7 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
                 ]
                 for p in pts
             ],
-            "– : no audio reported, or a percentile n cannot resolve (P99 needs n >= 1000)",
+            "– : no audio reported; each percentile's 95% interval is in run.json (p99_ci etc.)",
         )
     )
     return sec
