@@ -177,7 +177,7 @@ def test_readme_bench_example_exits_as_documented(server_factory, tmp_path):
 
 
 def test_the_console_fits_80_columns(server_factory):
-    """COLUMNS=80: per-point blocks of `metric: value` lines; nothing is cut to "…" or wrapped."""
+    """COLUMNS=80: per-point blocks of `metric: value` lines; nothing is cut to "…"."""
     srv = server_factory(slots=1, service_time=0.01, stream_chunks=4)
     res = runner.invoke(
         app,
@@ -192,6 +192,14 @@ def test_the_console_fits_80_columns(server_factory):
         assert any(ln.startswith(label) for ln in lines), label
     e2e = next(ln for ln in lines if ln.startswith("  e2e ms"))
     assert re.search(r"n=40 +p50 [0-9.]+ \[[0-9.]+, [0-9.]+\]", e2e), e2e
+    # the verdict's long lines wrap under a hanging indent, never at column 0 by rich
+    verdict = lines[lines.index("SLO: INCONCLUSIVE") + 1 :]
+    assert verdict and all(ln.startswith(("  - ", "  ? ", "    ")) for ln in verdict), verdict
+
+
+def test_confidence_outside_its_range_is_bad_input():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--confidence", "1"))
+    assert "--confidence 1.0: expected a level in [0.5, 1)" in line
 
 
 def test_json_and_output_dir(server_factory, tmp_path):

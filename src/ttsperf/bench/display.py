@@ -7,6 +7,8 @@ whose 95% interval starts at 1580 ms and has no high end yet (too few requests f
 
 from __future__ import annotations
 
+import textwrap
+
 from rich.console import Console
 
 from ttsperf.bench.metrics import PERCENTILES
@@ -107,40 +109,45 @@ def render(run: BenchRun, console: Console | None = None) -> None:
     # A pipe or CI log gets whole lines rather than lines cut to 80 characters.
     console = console or default_console()
 
-    def say(text: str, style: str | None = None) -> None:
-        # markup off: "[1580, -]" is an interval, not a rich tag
+    def say(text: str, style: str | None = None, indent: str = "") -> None:
+        # markup off: "[1580, -]" is an interval, not a rich tag. A long line is wrapped here, at
+        # the console's width, under a hanging indent, rather than by rich at column 0.
+        if indent:
+            text = textwrap.fill(text, console.width, subsequent_indent=indent, break_on_hyphens=False)
         console.print(text, style=style, markup=False, highlight=False)
 
-    say(f"ttsperf bench {', '.join(run.targets)} (adapter {run.adapter})", "bold")
+    say(f"ttsperf bench {', '.join(run.targets)} (adapter {run.adapter})", "bold", indent="  ")
     w = run.workload
     if w:
         say(
             f"workload {w['name']}: {w['texts']} texts, {w['chars']['min']}-{w['chars']['max']} chars "
             f"(median {w['chars']['median']:g}), expected speech {w['expected_audio_s']['min']}-"
-            f"{w['expected_audio_s']['max']} s"
+            f"{w['expected_audio_s']['max']} s",
+            indent="  ",
         )
     level = run.config.get("confidence", 0.95)
-    say(f"p99 v [low, high]: {level:.0%} interval (order statistics, any distribution);")
-    say("- = too few requests for that end. req/s = successes / window.")
+    say(f"pXX value [low, high]: each percentile with its {level:.0%} interval (order statistics,")
+    say("any distribution); - = too few requests for that end. req/s = successes / window.")
     for p in run.points:
         say("")
         for i, line in enumerate(point_lines(p)):
             say(line, "bold" if i == 0 else None)
     for note in run.telemetry_notes:
-        say(f"note: {note}", "yellow")
+        say(f"note: {note}", "yellow", indent="  ")
     if run.find_max is not None:
         fm = run.find_max
         say(
             f"find-max ({fm['dimension']}): highest load meeting the SLO = {fm['max_passing']}, "
-            f"lowest failing or inconclusive = {fm['first_failing']}"
+            f"lowest failing or inconclusive = {fm['first_failing']}",
+            indent="  ",
         )
     if run.slo is not None:
         say("")
         style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}[run.slo.status]
         say(f"SLO: {run.slo.status.upper()}", style)
         for line in run.slo.failures:
-            say(f"  - {line}")
+            say(f"  - {line}", indent="    ")
         for line in run.slo.undecided:
-            say(f"  ? {line}")
+            say(f"  ? {line}", indent="    ")
     if run.interrupted:
         say("interrupted: results cover the requests finished so far", "yellow")
