@@ -57,15 +57,20 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
         + ("The run was interrupted; the points shown finished." if run.interrupted else "")
     )
     if run.slo is not None:
-        verdict = "passed" if run.slo.passed else "failed: " + "; ".join(run.slo.failures)
+        verdict = {
+            "pass": "passed",
+            "fail": "failed: " + "; ".join(run.slo.failures),
+            "inconclusive": "inconclusive: " + "; ".join(run.slo.undecided),
+        }[run.slo.status]
         sec.say(f"SLO {verdict}.")
     series = _pct_series(pts, "latency_s", ("p50", "p90", "p99"), "E2E")
     series += _pct_series(pts, "ttfa_s", ("p50", "p99"), "TTFA")
-    if not series:  # too few requests for any percentile (P50 needs n >= 20): show what n supports
+    if not series:  # too few requests for any bounded percentile (P50 needs n >= 6): show what n gives
         series = _pct_series(pts, "latency_s", ("mean", "max"), "E2E")
         series += _pct_series(pts, "ttfa_s", ("mean", "max"), "TTFA")
         sec.say(
-            "Too few requests per point for percentiles (P50 needs n >= 20): the chart shows mean and max."
+            "Too few requests per point for a percentile with its interval (P50 needs n >= 6): the chart "
+            "shows mean and max."
         )
     if series:
         sec.blocks.append(
