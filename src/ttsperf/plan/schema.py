@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ttsperf import __version__
+from ttsperf.slo import spec_of
 
 PLAN_SCHEMA = "ttsperf.plan"
 PLAN_VERSION = 1
@@ -97,6 +98,13 @@ class Slo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     limits: dict[str, float] = Field(description="metric -> upper bound in seconds (rtf_p99: ratio)")
     how: str
+    spec: str = Field("", description="the limits as --slo text: `ttsperf bench URL --slo SPEC` checks them")
+
+    @model_validator(mode="after")
+    def _write_spec(self) -> Slo:
+        # derived here, so every writer of a Slo gets the string bench reads without passing it
+        self.spec = self.spec or spec_of(self.limits)
+        return self
 
 
 class Recommended(BaseModel):
