@@ -57,6 +57,8 @@ def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names
     assert "projected, not measured on this card" in text and "ttsperf profile" in text
     lo, hi = rec["max_streams_range"]
     assert f"{lo}-{hi} streams per GPU" in text
+    load = f"--concurrency {best['max_streams']} --requests 400"
+    assert f"`ttsperf bench URL --stream {load} --slo {sc['slo']['spec']}`" in text
 
 
 def test_less_overhead_never_plans_fewer_streams_and_dominated_modes_are_skipped():

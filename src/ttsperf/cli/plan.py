@@ -122,9 +122,8 @@ def _gpus_cell(sc: ScenarioPlan, r: PlanRow) -> str:
 
 
 def _title(sc: ScenarioPlan) -> str:
-    slo = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.limits.items()) or "none"
     load = f"{sc.load['value']:g} {'streams' if sc.load['kind'] == 'streams' else 'req/s'}"
-    return f"{sc.scenario}: {sc.description}; SLO {slo}; target {load}"
+    return f"{sc.scenario}: {sc.description}; SLO {sc.slo.spec or 'none'}; target {load}"
 
 
 def _compact_table(sc: ScenarioPlan, console: Console) -> None:

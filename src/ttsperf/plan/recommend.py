@@ -23,6 +23,7 @@ from ttsperf.plan.scenarios import SLO_METRICS, Scenario, meets, misses
 from ttsperf.plan.schema import Basis, PlanRow, Recommended, RowSettings, ScenarioPlan, Slo
 from ttsperf.plan.simulate import ENGINES, Engine, Load, SimResult, simulate
 from ttsperf.plan.steptime import DEFAULT_T_FIXED_S, EAGER_RANGE_S, MODES, Mode, StepModel
+from ttsperf.slo import spec_of
 
 
 @dataclass
@@ -594,7 +595,7 @@ def recommend(
 ) -> tuple[str, Recommended | None]:
     """One sentence, and its numbers: the cheapest GPU meeting the SLO for the target load, at
     which setting, what binds and over what range; or why there is none."""
-    slo = ", ".join(f"{k} <= {v:g}" for k, v in scenario.slo.items()) or "no latency bound"
+    slo = spec_of(scenario.slo) or "no latency bound"  # as bench --slo takes it
     head = f"{scenario.name} ({slo}; {target.label()})"
     gpus = [r for r in rows if r.device == "gpu"]
     ok = [r for r in gpus if r.meets_slo and r.gpus_needed]
@@ -645,6 +646,17 @@ def recommend(
         if measured
         else "projected, not measured on this card: run `ttsperf profile` on it"
     )
+    if scenario.slo:  # the plan's own check: bench takes its SLO text unchanged
+        load_flag = (
+            f"--concurrency {best.max_streams}"
+            if target.kind == "streams"
+            else f"--rate {best.max_rate_rps:.3g}"
+        )
+        # streamed: TTFA and underruns exist only for a stream; 400 requests: enough for a P99's
+        # interval to have its high end (bench: n >= 368 at 95%)
+        stream = " --stream" if any(k.startswith(("ttfa", "underrun")) for k in scenario.slo) else ""
+        spec = spec_of(scenario.slo)
+        parts.append(f"check it with `ttsperf bench URL{stream} {load_flag} --requests 400 --slo {spec}`")
     sentence = f"{head}: {what}; " + "; ".join(parts) + f"; {basis_note}."
     rec = Recommended(
         gpu=best.gpu,
