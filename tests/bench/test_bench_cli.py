@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from typer.testing import CliRunner
@@ -120,11 +121,85 @@ def test_a_point_where_every_request_failed_exits_1_with_one_line():
     assert lines[0].startswith("bench: no request succeeded at concurrent@1: all 3 requests failed")
 
 
-def test_unresolved_percentile_never_passes(server_factory):
+def test_a_p99_too_few_requests_can_bound_is_inconclusive_exit_3_saying_what_settles_it(server_factory):
     srv = server_factory(slots=0, service_time=0.01)
     res = invoke(srv.url, "--requests", "20", "--slo", "e2e_p99=10s")
-    assert res.exit_code == 1
-    assert "p99 not resolved: n=20, needs n >= 1000" in res.output
+    assert res.exit_code == 3, res.output
+    assert "SLO: INCONCLUSIVE" in res.output
+    assert (
+        "its high end needs n >= 368; about" in res.output and "requests would settle it (pass" in res.output
+    )
+
+
+def test_bench_with_100_requests_writes_every_percentile_with_its_interval(server_factory, tmp_path):
+    """run.json keeps p50..p99 of every latency metric, each with pXX_ci = [low, high] beside it."""
+    srv = server_factory(slots=2, service_time=0.01, stream_chunks=4)
+    out = tmp_path / "run"
+    res = invoke(srv.url, "--adapter", "openai", "--stream", "--format", "pcm", "--concurrency", "2",
+                 "--requests", "100", "-o", str(out))  # fmt: skip
+    assert res.exit_code == 0, res.output
+    point = json.loads((out / "run.json").read_text())["points"][0]
+    latency = ("latency_s", "latency_from_intended_s", "queue_s", "ttfa_s", "gap_s", "underrun_s")
+    for metric in latency:
+        d = point[metric]
+        assert d["n"] >= 100, (metric, d["n"])
+        for stat in ("p50", "p90", "p95", "p99"):
+            lo, hi = d[f"{stat}_ci"]
+            assert d[stat] is not None and lo is not None and lo <= d[stat], (metric, stat, d)
+            assert hi is None or d[stat] <= hi
+        # 100 requests give p99 a lower end; its high end needs 368 (a gap sample pools every chunk)
+        assert (d["p99_ci"][1] is None) == (d["n"] < 368), (metric, d)
+    assert point["rtf"]["p99_ci"][0] is not None
+
+
+def test_readme_bench_example_exits_as_documented(server_factory, tmp_path):
+    """The README's `bench` row, against the mock: pass (0) at its 400 requests; the same SLO at the
+    default 100 requests is inconclusive (3), as the README's bench section says."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    (example,) = re.findall(r"\| `bench` \| `(ttsperf bench [^`]+)`", readme)
+    args = shlex.split(example)[2:]
+    assert args[0] == "http://127.0.0.1:8080" and "--slo" in args and "--requests" in args
+    srv = server_factory(slots=0, service_time=0.01)
+    args[0] = srv.url
+    args[args.index("-o") + 1] = str(tmp_path / "b1")
+    assert invoke(*args).exit_code == 0
+    prose = " ".join(readme.split())  # the README wraps its lines
+    assert "example exits 0 when every point's p99 interval lies under the limit" in prose
+    at_100 = list(args)
+    at_100[at_100.index("--requests") + 1] = "100"
+    res = invoke(*at_100)
+    assert res.exit_code == 3 and "SLO: INCONCLUSIVE" in res.output, res.output
+    assert "at the default 100 requests the same SLO is inconclusive (exit 3)" in prose
+
+
+def test_the_console_fits_80_columns(server_factory):
+    """COLUMNS=80: per-point blocks of `metric: value` lines; nothing is cut to "…"."""
+    srv = server_factory(slots=1, service_time=0.01, stream_chunks=4)
+    res = runner.invoke(
+        app,
+        ["bench", srv.url, "--adapter", "openai", "--stream", "--format", "pcm", "--concurrency", "1,4",
+         "--requests", "40", "--no-gpu", "--no-progress", "--slo", "ttfa_p99=300ms,e2e_p50=1s,error_rate=1%"],
+        env={"COLUMNS": "80"},
+    )  # fmt: skip
+    assert res.exit_code == 3, res.output  # p99 of 40 requests has no high end yet
+    lines = res.stdout.splitlines()
+    assert "…" not in res.stdout and max(len(ln) for ln in lines) <= 80
+    for label in ("concurrent@1: 40/40 ok", "concurrent@4: 40/40 ok", "  e2e ms", "  ttfa ms", "  gap ms"):
+        assert any(ln.startswith(label) for ln in lines), label
+    e2e = next(ln for ln in lines if ln.startswith("  e2e ms"))
+    assert re.search(r"n=40 +p50 [0-9.]+ \[[0-9.]+, [0-9.]+\]", e2e), e2e
+    # the verdict's long lines wrap under a hanging indent, never at column 0 by rich
+    verdict = lines[lines.index("SLO: INCONCLUSIVE") + 1 :]
+    assert verdict and all(ln.startswith(("  - ", "  ? ", "    ")) for ln in verdict), verdict
+
+
+def test_confidence_outside_its_range_is_bad_input():
+    line = one_error_line(invoke("http://127.0.0.1:9", "--confidence", "1"))
+    assert "--confidence 1.0: expected a level in [0.5, 1)" in line
 
 
 def test_json_and_output_dir(server_factory, tmp_path):
@@ -139,7 +214,7 @@ def test_json_and_output_dir(server_factory, tmp_path):
         assert key in p
     for key in ("p50", "p90", "p99", "mean", "max", "n"):
         assert key in p["latency_s"] and key in p["ttfa_s"] and key in p["rtf"]
-    assert p["latency_s"]["p99"] is None and "p99" in p["latency_s"]["unresolved"]
+    assert p["latency_s"]["p99"] is not None and p["latency_s"]["p99_ci"][1] is None  # 12: no high end
     saved = json.loads((out / "run.json").read_text())
     assert len(saved["records"]) == 24
     rows = (out / "requests.csv").read_text().splitlines()

@@ -71,7 +71,7 @@ def test_gpu_samples_feed_the_window_the_slo_and_the_chart(server_factory, tmp_p
     assert run.telemetry_notes == [n for n in run.telemetry_notes if "GPU 1 gives no gpu_power_w" in n]
     assert len(run.telemetry_notes) == 1
     assert not run.slo.passed and len(run.slo.failures) == 1
-    assert "gpu_util_mean = 70.00%, bound >= 85.00% (under by 15.00%" in run.slo.failures[0]
+    assert "gpu_util_mean = 70.00%, limit >= 85.00%, under by 15.00%" in run.slo.failures[0]
     assert "gpu.png" in [w.name for w in write_charts(run, tmp_path)]
 
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ttsperf.audio import encode_wav
-from ttsperf.bench import arrivals, audio_checks, metrics, slo
+from ttsperf.bench import arrivals, audio_checks, metrics, quantiles, slo
 from ttsperf.bench.results import RequestRecord
 from ttsperf.bench.search import find_max
 from ttsperf.bench.texts import TEXT_SETS, expected_seconds, load_workload
@@ -48,12 +48,28 @@ def test_bad_arrival_specs(spec):
 # -- metrics ----------------------------------------------------------------------------------
 
 
-def test_percentile_resolution_rule():
-    assert metrics.min_n(0.99) == 1000 and metrics.min_n(0.9) == 100 and metrics.min_n(0.5) == 20
-    d = metrics.dist(np.arange(150, dtype=float))
-    assert d.p90 == pytest.approx(np.percentile(np.arange(150), 90))
-    assert d.p99 is None and d.p95 is None and d.unresolved == ["p95", "p99"]
-    assert d.n == 150 and d.max == 149
+def test_every_percentile_has_its_interval_and_an_end_n_cannot_give_is_none():
+    d = metrics.dist(np.arange(1, 151, dtype=float))
+    assert d.n == 150 and d.max == 150
+    assert d.p90 == pytest.approx(np.percentile(np.arange(1, 151), 90))
+    assert d.p50_ci == [63.0, 88.0]  # ranks 75 -/+ 1.96 sqrt(150 / 4), outwards: x_(63), x_(88)
+    # p99's 97.5% upper end needs 0.99^n <= 0.025 (n >= 368); its lower end exists
+    assert d.p99 is not None and d.p99_ci[0] is not None and d.p99_ci[1] is None
+    assert metrics.dist([]).p99 is None and metrics.dist([]).p99_ci is None
+
+
+def test_order_statistic_ranks_match_the_binomial_tails():
+    from math import comb
+
+    def cdf(n, p, k):  # P(Binomial(n, p) <= k), exactly
+        return sum(comb(n, j) * p**j * (1 - p) ** (n - j) for j in range(k + 1))
+
+    for n, p in [(20, 0.5), (100, 0.9), (400, 0.99), (1000, 0.95)]:
+        lo, up = quantiles.ranks(n, p)
+        assert cdf(n, p, lo - 1) <= 0.025 < cdf(n, p, lo)  # the largest rank with tail <= 2.5%
+        assert cdf(n, p, up - 2) < 0.975 <= cdf(n, p, up - 1)  # the smallest with coverage >= 97.5%
+    assert quantiles.needed_n(0.99) == (1, 368) and quantiles.needed_n(0.5) == (6, 6)
+    assert quantiles.ranks(367, 0.99)[1] is None and quantiles.ranks(368, 0.99)[1] == 368
 
 
 def rec(i, send, end, sched=None, audio=1.0, chunks=(), warmup=False, error=None):
@@ -103,10 +119,17 @@ def test_underrun_of_a_player_starting_at_first_audio():
     assert metrics.underrun_s(smooth) == 0.0
 
 
-def test_bootstrap_interval_brackets_the_true_percentile():
-    x = np.random.default_rng(0).exponential(1.0, 5000)
-    lo, hi = metrics.bootstrap_ci(x, 0.99)
-    assert lo < -np.log(0.01) < hi and hi - lo < 1.5
+def test_interval_covers_the_true_percentile_at_its_confidence():
+    """Any distribution: exponential samples of 400, p99 = ln(100); 95% intervals cover it >= 95%."""
+    rng = np.random.default_rng(0)
+    truth = -np.log(0.01)
+    hits = [
+        lo <= truth <= hi
+        for lo, hi in (quantiles.interval(rng.exponential(1.0, 400), 0.99) for _ in range(400))
+    ]
+    assert 0.95 <= np.mean(hits) <= 0.995
+    lo, hi = quantiles.interval(rng.exponential(1.0, 5000), 0.99)
+    assert lo < truth < hi and hi - lo < 1.5
 
 
 # -- SLO --------------------------------------------------------------------------------------
@@ -115,7 +138,7 @@ def test_bootstrap_interval_brackets_the_true_percentile():
 def test_slo_parsing_units_and_directions():
     b = {
         x.name: x
-        for x in slo.parse_slo("ttfa_p99=300ms,e2e_p99=5s,rtf_p95=1,error_rate=1%,gpu_util_mean=85%")
+        for x in slo.parse_slo("ttfa_p99=300ms,latency_p99=5s,rtf_p95=1,error_rate=1%,gpu_util_mean=85%")
     }
     assert b["ttfa_p99"].value == pytest.approx(0.3) and b["ttfa_p99"].op == "<="
     assert b["e2e_p99"].value == 5.0 and b["rtf_p95"].value == 1.0
@@ -138,13 +161,38 @@ def test_slo_verdict_margin_and_goodput_check():
     p = metrics.summarize(Strategy(kind="concurrent", concurrency=1), recs, slo.meets_request_bounds(bounds))
     v = slo.evaluate(bounds, p, recs)
     p50, mean = v.constraints
-    assert not p50.passed and p50.value == pytest.approx(0.145) and p50.margin == pytest.approx(0.12 - 0.145)
-    assert not mean.passed and mean.margin == pytest.approx(0.1 - 0.145)
-    assert "e2e_mean = 145.0 ms, bound <= 100.0 ms (over by 45.0 ms, 45%)" in v.failures
-    assert p50.ci95 is not None and p50.ci95[0] <= 0.145 <= p50.ci95[1]
-    assert "95% CI" in slo.describe(p50)
+    assert (
+        p50.status == "fail"
+        and p50.value == pytest.approx(0.145)
+        and p50.margin == pytest.approx(0.12 - 0.145)
+    )
+    assert p50.ci[0] > 0.12 and p50.ci[0] <= 0.145 <= p50.ci[1] and p50.n == 40  # even the low end is over
+    assert mean.status == "fail" and mean.margin == pytest.approx(0.1 - 0.145)
+    assert "e2e_mean = 145.0 ms, limit <= 100.0 ms, over by 45.0 ms (45%), n=40" in v.failures
+    assert "CI [" in slo.describe(p50) and v.status == "fail"
     # goodput: requests whose own e2e is within both bounds (<= 100 ms): only the 0.10 s ones
     assert p.goodput_rps == pytest.approx(4 / p.window_s)
+
+
+def test_a_percentile_verdict_is_inconclusive_until_its_interval_clears_the_limit():
+    from ttsperf.bench.results import Strategy
+
+    def judge(spec, recs):
+        p = metrics.summarize(Strategy(kind="concurrent", concurrency=1), recs)
+        return slo.evaluate(slo.parse_slo(spec), p, recs)
+
+    few = [rec(i, 0.0, 0.1 + 0.001 * i) for i in range(100)]  # e2e 100..199 ms, all far under 1 s
+    v = judge("e2e_p99=1s", few)
+    (c,) = v.constraints
+    assert v.status == "inconclusive" and c.ci[0] is not None and c.ci[1] is None
+    assert "its high end needs n >= 368" in c.note and 368 <= c.settle_n <= 400
+    assert "requests would settle it (pass" in v.undecided[0]
+    assert judge("e2e_p99=1s", [rec(i, 0.0, 0.1 + 0.0002 * i) for i in range(400)]).status == "pass"
+    # the median's interval (~140..160 ms) straddles 150 ms: more requests, not a coin toss, decide
+    (mid,) = judge("e2e_p50=150ms", few).constraints
+    assert mid.status == "inconclusive" and mid.ci[0] < 0.15 < mid.ci[1]
+    assert "straddles the limit" in mid.note
+    assert judge("e2e_p50=130ms", few).status == "fail" and judge("e2e_p50=170ms", few).status == "pass"
 
 
 # -- audio checks -----------------------------------------------------------------------------

@@ -96,8 +96,8 @@ def test_memory_at_shows_the_breakdown():
         (["--gpus", "RTX 4900"], "--gpus: unknown GPU 'RTX 4900' (did you mean 'RTX 4090'?)"),
         (["--price", "RTX 4090=abc"], "--price 'RTX 4090=abc': USD per GPU-hour: expected a positive number"),
         (["--scenario", "fast"], "--scenario: expected one of realtime, offline, concurrency, found 'fast'"),
-        (["--slo", "ttfa=300ms"], "--slo: expected METRIC=BOUND"),
-        (["--slo", "ttfa_p99=soon"], "--slo ttfa_p99: expected a duration like 300ms or 1.5s, found 'soon'"),
+        (["--slo", "ttfa=300ms"], "--slo 'ttfa=300ms': unknown metric 'ttfa'; expected METRIC_STAT"),
+        (["--slo", "ttfa_p99=soon"], "--slo 'ttfa_p99=soon': 'soon' is not a number with a unit, e.g. 300ms"),
         (["--dtype", "int4"], "--dtype: expected one of fp32, fp16, bf16, found 'int4'"),
         (["--catalog", "/nonexistent.csv"], "/nonexistent.csv: cannot read"),
         (["--profile", "/nonexistent.json"], "/nonexistent.json: cannot read"),
@@ -170,7 +170,7 @@ def test_more_load_needs_more_gpus_and_costs_scale():
 
 
 def test_step_overhead_what_if_raises_capacity():
-    base = make_plan(gpus="RTX 4090", scenario="realtime", requests=200).scenarios[0].rows[0]
+    base = make_plan(gpus="RTX 4090", scenario="realtime", requests=200, mode="eager").scenarios[0].rows[0]
     fast = (
         make_plan(gpus="RTX 4090", scenario="realtime", step_overhead="3ms", requests=200)
         .scenarios[0]

@@ -57,7 +57,7 @@ def test_cli_json_and_table_show_machines():
     row = data["scenarios"][0]["rows"][0]
     assert row["replicas"] == row["gpus_needed"] and row["machines"] == -(-row["gpus_needed"] // 2)
     assert data["inputs"]["gpus_per_machine"] == 2
-    table = runner.invoke(app, args)
+    table = runner.invoke(app, [*args, "--wide"])
     assert table.exit_code == 0 and "GPUs=replicas" in table.stdout and "machines" in table.stdout
 
 

@@ -57,7 +57,9 @@ def _row(plan, gpu, scenario=0):
 
 def test_profile_calibrates_its_own_card_only(profile_file):
     prof = profile_file(device="RTX 4090", t_fixed=0.004)
-    plan = make_plan(profile=[str(prof)], scenario="realtime", gpus="RTX 4090,RTX 3090", requests=200)
+    plan = make_plan(
+        profile=[str(prof)], scenario="realtime", gpus="RTX 4090,RTX 3090", requests=200, mode="eager"
+    )
     fitted, default = _row(plan, "RTX 4090"), _row(plan, "RTX 3090")
     assert "least-squares fit to 12 step times" in fitted.basis["step_ms"].how
     assert "4.00 ms" in fitted.basis["step_ms"].how  # t_fixed recovered

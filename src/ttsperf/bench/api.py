@@ -16,6 +16,7 @@ from ttsperf import __version__
 from ttsperf.bench.adapters import AdapterOptions, check_url, make_adapter
 from ttsperf.bench.arrivals import parse_arrival
 from ttsperf.bench.metrics import summarize, window
+from ttsperf.bench.quantiles import CONFIDENCE
 from ttsperf.bench.results import BenchRun, PointResult, RequestRecord, Strategy, Verdict
 from ttsperf.bench.runner import Runner
 from ttsperf.bench.search import search_steps
@@ -41,6 +42,7 @@ class BenchConfig:
     texts: str | None = None
     text_set: str | None = None
     slo: str | None = None
+    confidence: float = CONFIDENCE  # of every percentile's interval, and so of the SLO verdict
     find_max: bool = False
     timeout: float = 60.0
     seed: int = 0
@@ -82,6 +84,8 @@ class BenchConfig:
             raise UserError(f"--warmup {self.warmup}: must be >= 0")
         if not self.timeout > 0:
             raise UserError(f"--timeout {self.timeout}: must be > 0 seconds")
+        if not 0.5 <= self.confidence < 1:
+            raise UserError(f"--confidence {self.confidence}: expected a level in [0.5, 1), e.g. 0.95")
         if self.find_max and not self.slo:
             raise UserError("--find-max needs --slo: the most load that meets which objective?")
         if self.metrics_url:
@@ -137,10 +141,14 @@ def run_bench(cfg: BenchConfig, progress: ProgressHook | None = None) -> BenchRu
         t1 = t0 + window(measured)
         audio = sum(r.audio_s or 0.0 for r in measured if r.ok)
         point = summarize(
-            strategy, recs, meets_request_bounds(bounds), aggregate(tele.samples, t0, t1, audio)
+            strategy,
+            recs,
+            meets_request_bounds(bounds),
+            aggregate(tele.samples, t0, t1, audio),
+            cfg.confidence,
         )
         if bounds:
-            point.slo = evaluate(bounds, point, recs)
+            point.slo = evaluate(bounds, point, recs, cfg.confidence)
         run.points.append(point)
         return point
 
@@ -224,9 +232,28 @@ def dead_points(run: BenchRun) -> list[str]:
 
 
 def overall_verdict(run: BenchRun) -> Verdict:
+    """fail if any point fails; else inconclusive if any point is; pass when every point passes.
+    find-max passes when some probed load passed (an inconclusive probe counts as not passing)."""
     if run.find_max is not None:
         best = run.find_max["max_passing"]
         fails = [] if best is not None else ["no probed load met the SLO"]
-        return Verdict(passed=best is not None, failures=fails)
+        return Verdict(status="pass" if best is not None else "fail", failures=fails)
     failures = [f"{p.label}: {f}" for p in run.points if p.slo for f in p.slo.failures]
-    return Verdict(passed=not failures and bool(run.points), failures=failures)
+    undecided = [f"{p.label}: {u}" for p in run.points if p.slo for u in p.slo.undecided]
+    if failures or not run.points:
+        status = "fail"
+    else:
+        status = "inconclusive" if undecided else "pass"
+    return Verdict(status=status, failures=failures, undecided=undecided)
+
+
+EXIT_PASS, EXIT_FAIL, EXIT_INCONCLUSIVE = 0, 1, 3  # 2 is bad input, 130 Ctrl-C
+
+
+def exit_code(run: BenchRun) -> int:
+    """What `ttsperf bench` exits with: a dead point or a failed SLO is 1, an inconclusive SLO 3."""
+    if dead_points(run) or (run.slo is not None and run.slo.status == "fail"):
+        return EXIT_FAIL
+    if run.slo is not None and run.slo.status == "inconclusive":
+        return EXIT_INCONCLUSIVE
+    return EXIT_PASS

@@ -11,51 +11,25 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from ttsperf.bench.quantiles import CONFIDENCE, interval, percentile
 from ttsperf.bench.results import Dist, PointResult, RequestRecord, Strategy
 
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99}
 UNDERRUN_OK_S = 0.1
 
 
-def min_n(p: float) -> int:
-    """Smallest n that resolves percentile p: about 10 samples beyond it (p99 -> 1000)."""
-    return int(np.ceil(10.0 / (1.0 - p) - 1e-9))
-
-
-def resolved(p: float, n: int) -> bool:
-    return n >= min_n(p)
-
-
-def percentile(values: Sequence[float] | np.ndarray, p: float) -> float:
-    return float(np.percentile(np.asarray(values, dtype=np.float64), 100.0 * p, method="linear"))
-
-
-def dist(values: Sequence[float] | np.ndarray) -> Dist:
+def dist(values: Sequence[float] | np.ndarray, confidence: float = CONFIDENCE) -> Dist:
+    """Every percentile from any n >= 1, each beside its distribution-free interval: a small n
+    shows as a wide (or half-open) interval, never as a refusal or a false precision."""
     a = np.asarray(values, dtype=np.float64)
     n = int(a.size)
     if n == 0:
-        return Dist(n=0, unresolved=list(PERCENTILES))
+        return Dist(n=0)
     out = Dist(n=n, mean=float(a.mean()), min=float(a.min()), max=float(a.max()))
     for name, p in PERCENTILES.items():
-        if resolved(p, n):
-            setattr(out, name, percentile(a, p))
-        else:
-            out.unresolved.append(name)
+        setattr(out, name, percentile(a, p))
+        setattr(out, f"{name}_ci", list(interval(a, p, confidence)))
     return out
-
-
-def bootstrap_ci(values: Sequence[float], p: float, reps: int = 1000, seed: int = 0) -> tuple[float, float]:
-    """95% percentile-bootstrap interval for the p-quantile: how sure the SLO verdict can be."""
-    a = np.asarray(values, dtype=np.float64)
-    rng = np.random.default_rng(seed)
-    # Resample in blocks so 1000 x n indices never need more than ~8 MB at once.
-    block = max(1, 1_000_000 // max(a.size, 1))
-    qs = []
-    for start in range(0, reps, block):
-        idx = rng.integers(0, a.size, size=(min(block, reps - start), a.size))
-        qs.append(np.percentile(a[idx], 100.0 * p, axis=1))
-    q = np.concatenate(qs)
-    return float(np.percentile(q, 2.5)), float(np.percentile(q, 97.5))
 
 
 def underrun_s(r: RequestRecord) -> float | None:
@@ -105,6 +79,7 @@ def summarize(
     records: Sequence[RequestRecord],
     meets_slo: RequestCheck | None = None,
     telemetry: dict[str, float] | None = None,
+    confidence: float = CONFIDENCE,
 ) -> PointResult:
     measured = [r for r in records if not r.warmup]
     ok = [r for r in measured if r.ok and r.t_send is not None]
@@ -137,12 +112,13 @@ def summarize(
         decode_steps_per_s=sum(steps) / T if steps and T > 0 else None,
         goodput_rps=(sum(1 for r in ok if meets_slo(r)) / T if T > 0 else 0.0) if meets_slo else None,
         naive_throughput_rps=len(e2e) / sum(e2e) if e2e and sum(e2e) > 0 else None,
-        latency_s=dist(e2e),
-        latency_from_intended_s=dist([r.t_end - r.t_sched for r in ok]),
-        queue_s=dist(lag),
-        ttfa_s=dist(ttfa),
-        gap_s=dist(gaps),
-        rtf=dist([e / a for e, a in zip(e2e, audio, strict=True) if a > 0]),
+        latency_s=dist(e2e, confidence),
+        latency_from_intended_s=dist([r.t_end - r.t_sched for r in ok], confidence),
+        queue_s=dist(lag, confidence),
+        ttfa_s=dist(ttfa, confidence),
+        gap_s=dist(gaps, confidence),
+        rtf=dist([e / a for e, a in zip(e2e, audio, strict=True) if a > 0], confidence),
+        underrun_s=dist(stalls, confidence),
         underrun={
             "n": len(stalls),
             "worst_s": max(stalls) if stalls else None,

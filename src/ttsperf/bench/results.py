@@ -9,9 +9,9 @@ from __future__ import annotations
 import csv
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field, model_validator
 
 SCHEMA = "ttsperf.benchrun/1"
 
@@ -42,38 +42,72 @@ FORMULAS = {
     "goodput_rps": "#(successes meeting every per-request SLO bound) / T",
     "underrun_s": "player starts at first audio, plays in real time: max_k(t_k - t_1 - audio before k)",
     "naive_throughput_rps": "n / sum(latencies): the guide's formula, WRONG under concurrency, for contrast",
-    "percentiles": "exact order statistics, numpy linear interpolation; null when n < 10/(1-p)",
+    "percentiles": "numpy linear interpolation between order statistics, from any n >= 1",
+    "percentile_ci": "pXX_ci = [x_(l), x_(u)]: distribution-free two-sided interval of config.confidence "
+    "(binomial order statistics); an end is null where n is too small for it to exist",
+    "underrun_dist_s": "underrun_s per request, as a distribution (n = requests with audio chunks)",
     "gpu": "util and power: mean of samples inside the window; memory: max inside the window",
 }
 
 
+CI = list[float | None] | None  # [low, high] of a percentile; an end n cannot give is None
+
+
 class Dist(BaseModel):
+    """A sample's summary: each percentile with its confidence interval, beside its n."""
+
     n: int = 0
     mean: float | None = None
     min: float | None = None
     max: float | None = None
     p50: float | None = None
+    p50_ci: CI = None
     p90: float | None = None
+    p90_ci: CI = None
     p95: float | None = None
+    p95_ci: CI = None
     p99: float | None = None
-    unresolved: list[str] = Field(default_factory=list, description="percentiles n cannot resolve")
+    p99_ci: CI = None
 
 
-class Constraint(BaseModel):
+VerdictStatus = Literal["pass", "fail", "inconclusive"]
+
+
+class _Judged(BaseModel):
+    """A status of pass / fail / inconclusive, with `passed` kept in the JSON for older readers."""
+
+    status: VerdictStatus = "inconclusive"
+
+    @computed_field
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_v1(cls, data: Any) -> Any:
+        # a run.json written before verdicts had three outcomes holds only `passed`
+        if isinstance(data, dict) and "status" not in data and "passed" in data:
+            return {**data, "status": "pass" if data["passed"] else "fail"}
+        return data
+
+
+class Constraint(_Judged):
     name: str
     op: str
     bound: float
     value: float | None = None
     margin: float | None = None  # bound - value for <=, value - bound for >=; negative = failing
-    passed: bool = False
-    ci95: list[float] | None = None
+    n: int | None = None  # samples behind a distribution's statistic
+    ci: CI = None  # a percentile's [low, high] at the run's confidence; the verdict reads these ends
+    settle_n: int | None = None  # inconclusive: about how many samples would decide it
     note: str = ""
 
 
-class Verdict(BaseModel):
-    passed: bool
+class Verdict(_Judged):
     constraints: list[Constraint] = Field(default_factory=list)
-    failures: list[str] = Field(default_factory=list)
+    failures: list[str] = Field(default_factory=list, description="failing constraints, one line each")
+    undecided: list[str] = Field(default_factory=list, description="inconclusive ones, with the n to settle")
 
 
 class Strategy(BaseModel):
@@ -145,6 +179,7 @@ class PointResult(BaseModel):
     ttfa_s: Dist
     gap_s: Dist
     rtf: Dist
+    underrun_s: Dist = Field(default_factory=Dist, description="per-request worst stall")
     underrun: dict[str, Any]
     errors: dict[str, int]
     error_rate: float

@@ -10,11 +10,15 @@ from ttsperf.cli.common import print_json, user_errors
 from ttsperf.errors import UserError
 
 EXAMPLES = """Load-test any TTS HTTP server: latency, time to first audio, real-time factor, throughput,
-checked audio, GPU telemetry and an SLO verdict (exit 0 pass, 1 fail or a point where no request
-succeeded, 2 bad input, 130 Ctrl-C).
+checked audio, GPU telemetry and an SLO verdict. Every percentile comes with its n and a 95%
+distribution-free interval; an SLO percentile passes when the interval's high end meets the limit,
+fails when its low end breaks it, and is inconclusive otherwise (the verdict says about how many
+requests would settle it). Exit 0 pass, 1 fail or a point where no request succeeded, 2 bad input,
+3 inconclusive, 130 Ctrl-C.
 
 \b
 Examples:
+  ttsperf bench http://127.0.0.1:8080 --concurrency 1,4,16 --requests 400 --slo e2e_p99=5s
   ttsperf bench http://127.0.0.1:8080 --concurrency 1,4,16 --requests 200 --slo e2e_p90=5s
   ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --format pcm --rate 2,4 --duration 60
   ttsperf bench http://127.0.0.1:8080 --slo ttfa_p99=300ms,rtf_p95=1,error_rate=1% -o runs/bench1
@@ -60,7 +64,10 @@ def register(app: typer.Typer) -> None:
         warmup: int = typer.Option(0, help="requests sent first and left out of every statistic"),
         texts: Path = typer.Option(None, help="texts file: .txt one per line, or .jsonl with 'text'"),
         text_set: str = typer.Option(None, help="built-in: guide | zh | en | mixed | zh-short | en-long ..."),
-        slo: str = typer.Option(None, help="e.g. ttfa_p99=300ms,e2e_p99=5s,rtf_p95=1,error_rate=1%"),
+        slo: str = typer.Option(
+            None, help="e.g. ttfa_p99=300ms,e2e_p99=5s,rtf_p95=1,error_rate=1%; a plan's slo.spec as is"
+        ),
+        confidence: float = typer.Option(0.95, help="of each percentile's interval and the SLO verdict"),
         find_max: bool = typer.Option(False, "--find-max", help="search the most load meeting --slo"),
         timeout: float = typer.Option(60.0, help="seconds before a request counts as a timeout"),
         seed: int = typer.Option(0, help="seed of the arrival schedule"),
@@ -100,6 +107,7 @@ def register(app: typer.Typer) -> None:
             "texts": ("texts", str(texts) if texts else None),
             "text_set": ("text_set", text_set),
             "slo": ("slo", slo),
+            "confidence": ("confidence", confidence),
             "find_max": ("find_max", find_max),
             "timeout": ("timeout", timeout),
             "seed": ("seed", seed),
@@ -143,7 +151,7 @@ def register(app: typer.Typer) -> None:
             render(run)
         if run.interrupted:
             raise typer.Exit(130)  # the shell's convention for "stopped by Ctrl-C", after writing results
-        from ttsperf.bench.api import dead_points
+        from ttsperf.bench.api import dead_points, exit_code
 
         if dead := dead_points(run):
             typer.echo(
@@ -151,9 +159,7 @@ def register(app: typer.Typer) -> None:
                 + (f" (and {len(dead) - 1} more points)" if len(dead) > 1 else ""),
                 err=True,
             )
-            raise typer.Exit(1)
-        if run.slo is not None and not run.slo.passed:
-            raise typer.Exit(1)
+        raise typer.Exit(exit_code(run))
 
 
 def _run_with_progress(cfg, show: bool):

@@ -13,9 +13,12 @@ from rich.table import Table
 from ttsperf.cli.common import print_json, user_errors, write_json
 from ttsperf.console import console
 from ttsperf.errors import UserError
+from ttsperf.facts import STREAM_CHUNK_STEPS
 from ttsperf.plan.api import make_plan
 from ttsperf.plan.predict import Prediction, predict
-from ttsperf.plan.schema import Plan, ScenarioPlan
+from ttsperf.plan.recommend import gpus_range
+from ttsperf.plan.schema import Plan, PlanRow, ScenarioPlan
+from ttsperf.plan.simulate import Load
 
 HELP = """Choose the GPU, the count and the cost for serving ChatTTS, per scenario.
 
@@ -45,7 +48,7 @@ def _gib(x: float) -> str:
     return f"{x / 2**30:.3f}"
 
 
-def render(plan: Plan, console: Console, memory_at: int | None) -> None:
+def render(plan: Plan, console: Console, memory_at: int | None, wide: bool = False) -> None:
     i = plan.inputs
     w = i.workload
     console.print(
@@ -62,28 +65,137 @@ def render(plan: Plan, console: Console, memory_at: int | None) -> None:
     console.print(f"calibration: {i.calibration}")
     console.print(f"catalog: {i.catalog}; prices: {i.prices}")
     for sc in plan.scenarios:
-        _scenario_table(sc, console)
+        if wide:
+            _scenario_table(sc, console)
+        else:
+            _compact_table(sc, console)
+        _other_table(sc, console)
     if memory_at is not None and plan.scenarios:
         _memory_table(plan.scenarios[0], console, memory_at)
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
+    legend = (
+        "setting = engine mode, dtype, c = steps before the first audio chunk (the flags: --json, "
+        "'settings.serve_flags'); (a-b) = at the high and low ends of the mode's sourced per-step "
+        "overhead; binds = what stops more load per GPU. "
+        if not wide
+        else ""
+    )
     console.print(
-        "(fit) = step time fitted to a profile of that card; * = price from --price; own = bought (--own): "
-        "amortised + electricity; Wh/audio-h at TDP x busy fraction. Dim rows miss the SLO. "
-        "Every latency, capacity and cost is projected "
-        "(formula and inputs per number: --json, 'basis'); defaults are assumptions in docs/PLANNING.md."
+        legend + "(fit) = step time fitted to a profile of that card; * = price from --price; own = bought "
+        "(--own): amortised + electricity. Dim rows miss the SLO. Every latency, capacity and cost is "
+        "projected (formula and inputs per number: --json, 'basis'); defaults are assumptions in "
+        "docs/PLANNING.md." + ("" if wide else " --wide: latencies, memory batch, machines and energy.")
     )
     for sc in plan.scenarios:
         console.print(f"[bold]{sc.scenario}:[/bold] {sc.recommendation}")
 
 
-def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
-    slo = ", ".join(f"{k} <= {v:g}" for k, v in sc.slo.limits.items()) or "none"
+_SHORT_MODE = {"cuda-graphs": "graphs", "what-if": "what-if"}
+
+
+def setting_cell(r: PlanRow) -> str:
+    st = r.settings
+    if st is None:
+        return "-"
+    return f"{_SHORT_MODE.get(st.mode, st.mode)} {st.dtype} c{st.first_chunk_steps}"
+
+
+def _capacity_cell(r: PlanRow, streams: bool) -> str:
+    if not r.fits:
+        return "no fit"
+    cap = str(r.max_streams) if streams else _f(r.max_rate_rps, ".3g")
+    span = r.max_streams_range if streams else r.max_rate_range
+    if span:
+        lo, hi = span
+        cap += f" ({lo}-{hi})" if streams else f" ({lo:.3g}-{hi:.3g})"
+    return cap
+
+
+def _gpus_cell(sc: ScenarioPlan, r: PlanRow) -> str:
+    if r.gpus_needed is None:
+        return "-"
+    target = Load(str(sc.load["kind"]), float(sc.load["value"]))
+    span = gpus_range(target, r)
+    return f"{r.gpus_needed}" + (f" ({span[0]}-{span[1]})" if span and span[0] != span[1] else "")
+
+
+def _title(sc: ScenarioPlan) -> str:
     load = f"{sc.load['value']:g} {'streams' if sc.load['kind'] == 'streams' else 'req/s'}"
-    t = Table(title=f"{sc.scenario}: {sc.description} | SLO {slo} | target {load}", title_justify="left")
+    return f"{sc.scenario}: {sc.description}; SLO {sc.slo.spec or 'none'}; target {load}"
+
+
+def _compact_table(sc: ScenarioPlan, console: Console) -> None:
+    """The answer per card in 80 columns: setting, capacity with its range, GPUs, cost, binding."""
+    streams = sc.load["kind"] == "streams"
+    console.print(f"[bold]{_title(sc)}[/bold]", highlight=False)
+    # no box: its dividers would take the 80 columns' last few
+    t = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
+    per_gpu = "streams\nper GPU" if streams else "req/s\nper GPU"
+    for col in ("GPU", "setting", per_gpu, "GPUs", "$/h", "$/audio\nhour", "binds"):
+        t.add_column(col, justify="left" if col in ("GPU", "setting", "binds") else "right", no_wrap=True)
+    notes = []
+    for r in sc.rows:
+        if r.device != "gpu":
+            continue
+        price = "" if r.usd_per_gpu_hour is None else _price_mark(r)
+        t.add_row(
+            r.gpu + (" (fit)" if _fitted(r) else ""),
+            setting_cell(r),
+            _capacity_cell(r, streams),
+            _gpus_cell(sc, r),
+            _f(r.usd_per_hour, ".2f") + price,
+            _f(r.usd_per_audio_hour, ".4f"),
+            r.binding or "-",
+            style=None if r.meets_slo else "dim",
+        )
+        if r.note:
+            notes.append(f"{r.gpu}: {r.note}")
+    console.print(t)
+    for n in notes:
+        console.print(textwrap.fill(n, max(40, console.width - 1), subsequent_indent="  "), markup=False,
+                      highlight=False)  # fmt: skip
+
+
+def _price_mark(r: PlanRow) -> str:
+    how = r.basis["usd_per_gpu_hour"].how
+    return "*" if how.startswith("user") else " own" if how.startswith("owned") else ""
+
+
+def _fitted(r: PlanRow) -> bool:
+    return "step.t_fixed" in r.basis and r.basis["step.t_fixed"].kind == "measured"
+
+
+def _other_table(sc: ScenarioPlan, console: Console) -> None:
+    """Profiled devices that are not catalog GPUs (this CPU): shown apart, never recommended."""
+    others = [r for r in sc.rows if r.device == "other"]
+    if not others:
+        return
+    streams = sc.load["kind"] == "streams"
+    t = Table(
+        title="profiled devices that are not GPUs (measured; never recommended)",
+        title_justify="left", box=None, padding=(0, 1), pad_edge=False, header_style="bold underline",
+    )  # fmt: skip
+    for col in ("device", "setting", "streams" if streams else "req/s", "$/h", "$/audio-h", "binds"):
+        t.add_column(col, justify="left" if col in ("device", "setting", "binds") else "right", no_wrap=False)
+    for r in others:
+        t.add_row(
+            r.gpu,
+            setting_cell(r),
+            _capacity_cell(r, streams),
+            _f(r.usd_per_gpu_hour, ".2f"),
+            _f(r.usd_per_audio_hour, ".4f"),
+            r.binding or "-",
+        )
+    console.print(t)
+
+
+def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
+    t = Table(title=_title(sc), title_justify="left")
     streams = sc.load["kind"] == "streams"
     cols = (
         "GPU",
+        "setting",
         "max batch",
         "step ms",
         "P50 s",
@@ -96,36 +208,38 @@ def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
         "$/h",
         "$/audio-h",
         "Wh/audio-h",
+        "binds",
         "",
     )
     for col in cols:
         t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
     notes: list[str] = []
     for r in sc.rows:
-        cap = str(r.max_streams) if streams else _f(r.max_rate_rps, ".2f")
+        if r.device != "gpu":
+            continue
         price = _f(r.usd_per_gpu_hour, ".3f")
         if r.usd_per_gpu_hour is not None:
-            how = r.basis["usd_per_gpu_hour"].how
-            price += "*" if how.startswith("user") else " own" if how.startswith("owned") else ""
+            price += _price_mark(r)
         mark = ""
         if r.note:
             notes.append(f"[{len(notes) + 1}] {r.gpu}: {r.note}")
             mark = f"[{len(notes)}]"
-        fitted = "step.t_fixed" in r.basis and r.basis["step.t_fixed"].kind == "measured"
         t.add_row(
-            r.gpu + (" (fit)" if fitted else ""),
+            r.gpu + (" (fit)" if _fitted(r) else ""),
+            setting_cell(r),
             str(r.max_batch) if r.fits else "no fit",
             _f(r.step_ms, ".1f"),
             _f(r.p50_s, ".2f"),
             _f(r.p99_s, ".2f"),
             _f(r.ttfa_p99_s, ".3f"),
-            cap if r.fits else "-",
-            _f(r.gpus_needed, "d"),
+            _capacity_cell(r, streams),
+            _gpus_cell(sc, r),
             _f(r.machines, "d"),
             price,
             _f(r.usd_per_hour, ".2f"),
             _f(r.usd_per_audio_hour, ".4f"),
             _f(r.kwh_per_audio_hour and r.kwh_per_audio_hour * 1000, ".2f"),
+            r.binding or "-",
             mark,
             style=None if r.meets_slo else "dim",
         )
@@ -258,8 +372,16 @@ def register(app: typer.Typer) -> None:
             64, "--prompt-tokens", help="Prompt tokens per request (assumption: 64)."
         ),
         first_chunk_steps: int = typer.Option(
-            24, "--first-chunk-steps", help="Decode steps before the first audio chunk."
+            None,
+            "--first-chunk-steps",
+            help="Decode steps before the first audio chunk (default: searched from the official 24).",
         ),
+        mode: str = typer.Option(
+            "best",
+            "--mode",
+            help="Engine modes to search: best (eager, compile, cuda-graphs) or a list, e.g. eager.",
+        ),
+        wide: bool = typer.Option(False, "--wide", help="The full table: latencies, max batch, energy."),
         max_batch: int = typer.Option(
             None, "--max-batch", help="Cap the engine's batch (slots) below what memory allows."
         ),
@@ -322,7 +444,8 @@ def register(app: typer.Typer) -> None:
         if predict_load:
             unused = {"--scenario": scenario, "--slo": slo, "--catalog": catalog, "--prices": prices,
                       "--price": price, "--slot-tokens": slot_tokens, "--own": own,
-                      "--electricity": electricity, "--memory-at": memory_at}  # fmt: skip
+                      "--electricity": electricity, "--memory-at": memory_at,
+                      "--mode": mode != "best", "--wide": wide}  # fmt: skip
             given = [flag for flag, value in unused.items() if value]
             if given:
                 raise UserError(
@@ -330,9 +453,9 @@ def register(app: typer.Typer) -> None:
                 )
             p = predict(profile=profile, gpus=gpus, streams=streams, rate=rate, max_batch=max_batch,
                         dtype=dtype, audio_seconds=audio_seconds, prompt_tokens=prompt_tokens,
-                        first_chunk_steps=first_chunk_steps, step_overhead=step_overhead,
-                        vocoder_overhead=vocoder_overhead, engine=engine, requests=requests,
-                        seed=seed)  # fmt: skip
+                        first_chunk_steps=first_chunk_steps or STREAM_CHUNK_STEPS,
+                        step_overhead=step_overhead, vocoder_overhead=vocoder_overhead, engine=engine,
+                        requests=requests, seed=seed)  # fmt: skip
             data = p.dump()
             if output is not None:
                 to = Path(output)
@@ -363,6 +486,7 @@ def register(app: typer.Typer) -> None:
                 prompt_tokens=prompt_tokens,
                 first_chunk_steps=first_chunk_steps,
                 max_batch=max_batch,
+                mode=mode,
                 slot_tokens=slot_tokens,
                 step_overhead=step_overhead,
                 vocoder_overhead=vocoder_overhead,
@@ -385,4 +509,4 @@ def register(app: typer.Typer) -> None:
             print_json(data)
         else:
             # rich wraps at 80 columns when stdout is not a terminal; the table needs ~140
-            render(plan, console(), memory_at)
+            render(plan, console(), memory_at, wide)

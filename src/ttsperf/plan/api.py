@@ -9,12 +9,12 @@ from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.plan import memory as M
 from ttsperf.plan import steptime as S
-from ttsperf.plan.cards import apply_what_ifs, build_cards, plan_dtype
+from ttsperf.plan.cards import build_cards, plan_dtype, profiled_name
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
-from ttsperf.plan.recommend import Settings, plan_scenario
-from ttsperf.plan.scenarios import SCENARIOS, parse_slo
+from ttsperf.plan.recommend import Settings, plan_scenarios
+from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs
 from ttsperf.plan.simulate import ENGINES, Load
 from ttsperf.profile.schema import load_profile
@@ -93,6 +93,17 @@ def check_inputs(
         raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {engine!r}")
 
 
+def parse_modes(text: str) -> tuple[str, ...]:
+    """--mode: best (every engine mode ttsperf serve offers) or one or more of them."""
+    if text.strip().lower() == "best":
+        return tuple(S.MODES)
+    names = tuple(dict.fromkeys(m.strip().lower() for m in text.split(",") if m.strip()))
+    bad = [m for m in names if m not in S.MODES]
+    if bad or not names:
+        raise UserError(f"--mode: expected best or any of {', '.join(S.MODES)}, found {text!r}")
+    return names
+
+
 def make_plan(
     profile: list[str] | None = None,
     scenario: str | None = None,
@@ -106,8 +117,9 @@ def make_plan(
     dtype: str | None = None,
     audio_seconds: float = 8.0,
     prompt_tokens: int = 64,
-    first_chunk_steps: int = 24,
+    first_chunk_steps: int | None = None,
     max_batch: int | None = None,
+    mode: str = "best",
     slot_tokens: int | None = None,
     step_overhead: str | None = None,
     vocoder_overhead: str | None = None,
@@ -123,6 +135,9 @@ def make_plan(
 ) -> Plan:
     if streams is not None and rate is not None:
         raise UserError("--streams and --rate: expected one load, found both")
+    first_chunk_steps_given = first_chunk_steps is not None
+    if first_chunk_steps is None:
+        first_chunk_steps = F.STREAM_CHUNK_STEPS
     check_inputs(streams, rate, audio_seconds, prompt_tokens, first_chunk_steps, requests, max_batch, engine)
     if gpus_per_machine < 1:
         raise UserError(f"--gpus-per-machine: expected >= 1, found {gpus_per_machine}")
@@ -136,6 +151,7 @@ def make_plan(
         Path(prices) if prices else None,
         price or [],
         split_names(gpus) if gpus is not None else None,
+        others=[profiled_name(p) for _, p in profiles],
     )
     dt = plan_dtype(profiles, dtype)
     workload = Workload(
@@ -150,7 +166,6 @@ def make_plan(
             f"({prompt_tokens} prompt + {workload.steps} steps), found {slot_tokens}"
         )
     cards = build_cards(cat, profiles, dt)
-    apply_what_ifs(cards, step_overhead, vocoder_overhead)
     calibrated = any(c.profiled for c in cards)
     note_extra = "" if engine == "ttsperf" else f"; engine what-if '{engine}': {ENGINES[engine]}"
     if step_overhead is not None:
@@ -170,11 +185,17 @@ def make_plan(
     slo_limits = parse_slo(slo) if slo is not None else None
     own_cards = parse_own(own or [], list(cat.gpus), amortize, electricity)
     settings = Settings(
-        cat, workload, requests, seed, memory_at, max_batch, own_cards, engine, gpus_per_machine
+        cat, workload, requests, seed, memory_at, max_batch, own_cards, engine, gpus_per_machine,
+        modes=parse_modes(mode),
+        first_chunk_fixed=first_chunk_steps_given,
+        step_overhead=None if step_overhead is None else parse_duration(step_overhead, "--step-overhead"),
+        vocoder_overhead=(
+            None if vocoder_overhead is None else parse_duration(vocoder_overhead, "--vocoder-overhead")
+        ),
+    )  # fmt: skip
+    scenarios = plan_scenarios(
+        [SCENARIOS[n] for n in names], cards, target, slo_limits, settings, note, progress
     )
-    scenarios = [
-        plan_scenario(SCENARIOS[n], cards, target, slo_limits, settings, note, progress) for n in names
-    ]
     owned = own_cards.purchases if own_cards else {}
     missing = [c.name for c in cards if c.name not in cat.prices and c.name not in owned]
     notes = []

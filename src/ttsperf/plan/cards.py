@@ -39,6 +39,8 @@ class Card:
     tdp_w: float | None = None  # catalog TDP, for power and energy
     searched: list[MaxBatchPoint] = field(default_factory=list)  # profile --max-batch-search here
     searched_in: str = ""  # the profile's path
+    device: str = "gpu"  # "other": a profiled device that is not a catalog GPU (e.g. this CPU)
+    mode: str = ""  # the engine mode a profile of this card was measured in (MODES), else ""
 
     def max_batch(self, w: Workload, cap: int | None = None) -> tuple[int, Basis]:
         """Largest batch for the workload: searched on this card when its profile has it, else the
@@ -68,16 +70,24 @@ class Card:
         return min(batch, cap or batch), Basis(kind="projected", how=how)
 
 
+def profiled_name(p: ModelProfile) -> str:
+    """The row of a profiled device that is not a catalog card (what --price names it by)."""
+    return f"{p.device.name} (profiled)"
+
+
 def plan_dtype(profiles: list[tuple[str, ModelProfile]], dtype: str | None) -> str:
-    """--dtype if given, else the profiles' dtype (they must agree), else fp16."""
+    """--dtype if given, else the GPU profiles' dtype (they must agree), else fp16.
+
+    A CPU profile's dtype is its own (fp32 or bf16 is what a CPU runs well), never the GPUs':
+    its row is planned at its dtype, apart from the GPUs."""
     if dtype:
         if dtype not in F.BYTES_PER_DTYPE:
             raise UserError(f"--dtype: expected one of {', '.join(F.BYTES_PER_DTYPE)}, found {dtype!r}")
         return dtype
-    kinds = {p.model.dtype for _, p in profiles}
+    kinds = {p.model.dtype for _, p in profiles if p.device.kind != "cpu"}
     if len(kinds) > 1:
         raise UserError(
-            f"--profile: the profiles use different dtypes ({', '.join(sorted(kinds))}); pass --dtype"
+            f"--profile: the GPU profiles use different dtypes ({', '.join(sorted(kinds))}); pass --dtype"
         )
     return kinds.pop() if kinds else "fp16"
 
@@ -214,6 +224,8 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: b
         )
     card.searched, card.searched_in = list(p.max_batch), path
     card.profiled = True
+    rt = p.runtime
+    card.mode = "cuda-graphs" if rt.get("cuda_graphs") else "compile" if rt.get("compile") else "eager"
 
 
 def build_cards(
@@ -241,24 +253,28 @@ def build_cards(
             if name in by_name and by_name[name].step is not None:
                 _calibrate(by_name[name], path, p, dtype, any_config)
             continue
-        # The profiled device is not a catalog card (e.g. this CPU): it gets a row of its own.
+        # The profiled device is not a catalog card (e.g. this CPU): a row of its own, at the
+        # profile's dtype, shown apart from the GPUs and never recommended.
         if p.device.memory_bytes is None:
             raise UserError(f"{path}: field 'device.memory_bytes': expected the device's memory, found null")
+        own = p.model.dtype
+        template = _memory_model(own, profiles)
         card = Card(
-            name=f"{p.device.name} (profiled)",
+            name=profiled_name(p),
             memory_bytes=float(p.device.memory_bytes),
-            memory=memory(),
+            memory=template,
             step=StepModel(
-                dtype=dtype,
-                kv_per_token=float(mem_template.kv_bytes_per_token),
+                dtype=own,
+                kv_per_token=float(template.kv_bytes_per_token),
                 t_fixed=0.0,
                 inv_bw=0.0,
                 inv_flops=0.0,
                 how={"mfu": "0: compute term off", **ROOFLINE_HOW},
             ),
             basis={"memory": Basis(kind="measured", how=f"{path}: device.memory_bytes")},
+            device="other",
         )
-        _calibrate(card, path, p, dtype, any_config)
+        _calibrate(card, path, p, own, any_config)
         cards.append(card)
     return cards
 

@@ -223,12 +223,14 @@ def load_catalog(
     prices: Path | None = None,
     price_flags: list[str] | None = None,
     only: list[str] | None = None,
+    others: list[str] | None = None,
 ) -> Catalog:
     """GPUs (optionally only the named ones, in the order given) with the cheapest known price each.
 
     `--prices FILE` merges over the shipped price list (e.g. your Alibaba Cloud rates): a card
     it prices takes its price, the others keep the shipped one; `--price NAME=USD` then
-    overrides single cards.
+    overrides single cards. `others`: the rows of profiled devices outside the catalog (this
+    CPU), which --price may name too.
     """
     gpus_label, gpus = load_gpus(catalog)
     known = list(gpus)
@@ -238,7 +240,7 @@ def load_catalog(
         best.update(user)
         prices_label += f" with {user_label} over it ({len(user)} card(s) priced from it)"
     for flag in price_flags or []:
-        price = parse_price_flag(flag, known)
+        price = parse_price_flag(flag, known + [o for o in others or [] if o not in known])
         best[price.gpu] = price
         prices_label += f" + --price {flag!r}"
     if only:

@@ -10,9 +10,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from ttsperf import __version__
+from ttsperf.slo import spec_of
 
 PLAN_SCHEMA = "ttsperf.plan"
 PLAN_VERSION = 1
@@ -30,6 +31,22 @@ class Default(BaseModel):
     model_config = ConfigDict(extra="forbid")
     value: float | str
     source: str
+
+
+class RowSettings(BaseModel):
+    """The engine settings a row is planned at, and the `ttsperf serve` flags that set them."""
+
+    model_config = ConfigDict(extra="forbid")
+    dtype: str
+    mode: str = Field(description="eager | compile | cuda-graphs, or what-if (--step-overhead)")
+    step_overhead_s: float = Field(description="per-step fixed overhead planned for this mode")
+    step_overhead_range_s: list[float] | None = Field(
+        None, description="[low, high] sourced range of that overhead (null: measured or a what-if)"
+    )
+    first_chunk_steps: int
+    max_batch: int
+    serve_flags: str = Field(description="the `ttsperf serve` command line for these settings")
+    searched: str = Field("", description="what the search compared to choose these settings")
 
 
 class PlanRow(BaseModel):
@@ -58,12 +75,52 @@ class PlanRow(BaseModel):
     memory_bytes: dict[str, float] = Field(description="memory model at max_batch")
     note: str = ""
     basis: dict[str, Basis]
+    device: Literal["gpu", "other"] = Field(
+        "gpu", description="other: a profiled device that is not a catalog GPU; never recommended"
+    )
+    settings: RowSettings | None = None
+    binding: str | None = Field(
+        None,
+        description="what stops more load per GPU: ttfa, underrun, e2e, rtf (an SLO limit), host "
+        "(that limit, with the step mostly fixed overhead), memory or max batch (the batch is "
+        "full), throughput (no SLO: the saturated card)",
+    )
+    binding_how: str = ""
+    max_streams_range: list[int] | None = Field(
+        None, description="[low, high] streams per GPU at the ends of the overhead's sourced range"
+    )
+    max_rate_range: list[float] | None = Field(
+        None, description="[low, high] req/s per GPU at the ends of the overhead's sourced range"
+    )
 
 
 class Slo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     limits: dict[str, float] = Field(description="metric -> upper bound in seconds (rtf_p99: ratio)")
     how: str
+    spec: str = Field("", description="the limits as --slo text: `ttsperf bench URL --slo SPEC` checks them")
+
+    @model_validator(mode="after")
+    def _write_spec(self) -> Slo:
+        # derived here, so every writer of a Slo gets the string bench reads without passing it
+        self.spec = self.spec or spec_of(self.limits)
+        return self
+
+
+class Recommended(BaseModel):
+    """The recommendation's numbers, for a report to lead with."""
+
+    model_config = ConfigDict(extra="forbid")
+    gpu: str
+    gpus_needed: int
+    gpus_needed_range: list[int] | None = None
+    settings: RowSettings | None
+    binding: str | None
+    max_streams_range: list[int] | None = None
+    max_rate_range: list[float] | None = None
+    usd_per_hour: float | None
+    usd_per_audio_hour: float | None
+    measured: bool = Field(description="the card was profiled (its step times are measured)")
 
 
 class ScenarioPlan(BaseModel):
@@ -75,6 +132,7 @@ class ScenarioPlan(BaseModel):
     objective: str
     rows: list[PlanRow]
     recommendation: str
+    recommended: Recommended | None = None
 
 
 class PlanInputs(BaseModel):

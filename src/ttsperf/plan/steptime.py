@@ -27,6 +27,49 @@ DEFAULT_T_FIXED_S = 0.010
 DEFAULT_T_FIXED_SOURCE = (
     "quote: 6-14 ms/step at batch 1 on an RTX 4090, stock eager (reference/chattts.md); midpoint"
 )
+
+
+# The engine settings ttsperf serve offers, each with the per-step overhead it is planned at and
+# the range that overhead is sourced over (reference/gpu-anchors.md, docs/PLANNING.md §8c). Only
+# the decode step changes: ttsperf serve's Decoder+Vocos call runs eagerly in every mode, so its
+# launch cost stays at the eager figure of the same range end.
+@dataclass(frozen=True)
+class Mode:
+    name: str  # as plan prints it
+    flag: str  # the `ttsperf serve` flag that selects it ("" = the default, eager)
+    t_fixed: float  # planned per-step overhead, s
+    low: float  # the sourced range of that overhead, s
+    high: float
+    source: str
+    max_batch: int | None = None  # rows this mode covers (beyond them the engine steps eagerly)
+
+
+EAGER_RANGE_S = (0.006, 0.014)  # the quote's 6-14 ms, stock eager ChatTTS on an RTX 4090
+COMPILE_SPEEDUP = 1.8  # 2noise/ChatTTS commit 70c7cef: torch.compile ~1.8x
+GRAPHS_SPEEDUP = (3.0, 6.0)  # sub-1B models' step with CUDA graphs or TensorRT vs eager
+GRAPHS_MID = 4.5
+MODES = {
+    "eager": Mode(
+        "eager", "", DEFAULT_T_FIXED_S, *EAGER_RANGE_S,
+        "quote: 6-14 ms/step, stock eager ChatTTS on an RTX 4090 (reference/chattts.md); midpoint 10 ms",
+    ),
+    "compile": Mode(
+        "compile", "--compile", DEFAULT_T_FIXED_S / COMPILE_SPEEDUP,
+        EAGER_RANGE_S[0] / COMPILE_SPEEDUP, EAGER_RANGE_S[1] / COMPILE_SPEEDUP,
+        "eager's 6-14 ms / 1.8, ChatTTS's own torch.compile speed-up (2noise/ChatTTS commit 70c7cef, "
+        "reference/gpu-anchors.md)",
+    ),
+    "cuda-graphs": Mode(
+        "cuda-graphs", "--cuda-graphs", DEFAULT_T_FIXED_S / GRAPHS_MID,
+        EAGER_RANGE_S[0] / GRAPHS_SPEEDUP[1], EAGER_RANGE_S[1] / GRAPHS_SPEEDUP[0],
+        "eager's 6-14 ms / 3-6 (midpoint 10 ms / 4.5): sub-1B models' step with CUDA graphs or "
+        "TensorRT (Qwen3-TTS 0.6B 3.4x on an RTX 4090, 5.9x on an H100; Chatterbox T3 4.6x; "
+        "reference/gpu-anchors.md); ttsperf serve --cuda-graphs not yet timed on a GPU",
+        max_batch=256,  # GraphedStep captures up to 256 rows (engine/step.py); beyond, eager steps
+    ),
+}  # fmt: skip
+
+
 # The engine's host work per row per step (NumPy bookkeeping over the batch, Python only for rows
 # an event touches): what remains of ttsperf's engine step on tiny (whose model work is small)
 # once the model forward, the sampling pass and the audio calls are taken out. It is ~1-2 ms per

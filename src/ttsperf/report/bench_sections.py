@@ -28,14 +28,21 @@ def _slo_lines(run: BenchRun) -> list[HLine]:
     ]
 
 
+def _bounded(d, stat: str) -> bool:
+    """Drawn only when n gives the percentile's interval both ends (P90 needs n >= 36, P99 368):
+    a line through the top few samples would read as a measured tail."""
+    ci = getattr(d, f"{stat}_ci", None)
+    return ci is None or None not in ci
+
+
 def _pct_series(pts: list[PointResult], dist: str, stats: tuple[str, ...], prefix: str) -> list[Series]:
     out = []
     for stat in stats:
-        ds = [(p.strategy.load, getattr(p, dist)) for p in pts]
-        xy = [(x, getattr(d, stat)) for x, d in ds if getattr(d, stat) is not None]  # unresolved: not drawn
-        # bench's interval per point where it bounds both sides (a run written before it: none)
-        cis = [(x, getattr(d, f"{stat}_ci", None)) for x, d in ds]
-        bars = [(x, ci[0], ci[1]) for x, ci in cis if ci and None not in ci[:2]]
+        dists = [(p.strategy.load, getattr(p, dist)) for p in pts]
+        xy = [(x, getattr(d, stat)) for x, d in dists if _bounded(d, stat) and getattr(d, stat) is not None]
+        # the interval as a bar at its point (a run written before bench kept intervals: none)
+        cis = [(x, getattr(d, f"{stat}_ci", None)) for x, d in dists if getattr(d, stat) is not None]
+        bars = [(x, ci[0], ci[1]) for x, ci in cis if ci and None not in ci]
         if xy:
             name = stat.upper() if stat.startswith("p") else stat
             out.append(Series(f"{prefix} {name}", xy, dashed=prefix == "TTFA", intervals=bars))
@@ -62,14 +69,21 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
         + ("The run was interrupted; the points shown finished." if run.interrupted else "")
     )
     if run.slo is not None:
-        verdict = "passed" if run.slo.passed else "failed: " + "; ".join(run.slo.failures)
+        verdict = {
+            "pass": "passed",
+            "fail": "failed: " + "; ".join(run.slo.failures),
+            "inconclusive": "inconclusive: " + "; ".join(run.slo.undecided),
+        }[run.slo.status]
         sec.say(f"SLO {verdict}.")
     series = _pct_series(pts, "latency_s", ("p50", "p90", "p99"), "E2E")
     series += _pct_series(pts, "ttfa_s", ("p50", "p99"), "TTFA")
-    if not series:  # bench reported no percentile at these n: show what n supports
+    if not series:  # too few requests for any bounded percentile (P50 needs n >= 6): show what n gives
         series = _pct_series(pts, "latency_s", ("mean", "max"), "E2E")
         series += _pct_series(pts, "ttfa_s", ("mean", "max"), "TTFA")
-        sec.say("Too few requests per point for bench to report percentiles: the chart shows mean and max.")
+        sec.say(
+            "Too few requests per point for a percentile with its interval (P50 needs n >= 6): the chart "
+            "shows mean and max."
+        )
     if any(s.intervals for s in series):
         sec.say(
             "The pale bars on the latency chart: each percentile's confidence interval as bench reports it."
@@ -133,7 +147,7 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
                 for p in pts
             ],
             "[low, high]: the percentile's confidence interval as bench reports it (– : unbounded at this "
-            "n); – alone: no audio reported, or a percentile bench did not report at this n",
+            "n); – alone: no audio reported",
         )
     )
     return sec

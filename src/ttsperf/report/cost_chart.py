@@ -15,19 +15,16 @@ from matplotlib.transforms import offset_copy
 
 from ttsperf.charts import LIMIT_COLOR, figure, plain_formatter, round_ticks, seconds_formatter, to_svg
 from ttsperf.plan.schema import PlanRow, ScenarioPlan
+from ttsperf.slo import METRIC_ALIASES, NAME_ALIASES
 
-# SLO metric -> (the PlanRow field holding it, axis label, in seconds?). The one place that
-# knows both spellings: plan's (`p99`, `underrun_p99`) and bench's (`e2e_p99`, `latency_p99`).
+# Canonical SLO name (ttsperf.slo's: `e2e_p99`, never plan's older `p99`) -> (the PlanRow field
+# holding it, axis label, in seconds?): the one place that maps an SLO onto a plan row.
 SLO_ROW_FIELD: dict[str, tuple[str, str, bool]] = {
     "ttfa_p99": ("ttfa_p99_s", "TTFA P99", True),
     "e2e_p99": ("p99_s", "E2E P99", True),
-    "p99": ("p99_s", "E2E P99", True),
-    "latency_p99": ("p99_s", "E2E P99", True),
     "e2e_p50": ("p50_s", "E2E P50", True),
-    "p50": ("p50_s", "E2E P50", True),
     "rtf_p99": ("rtf_p99", "RTF P99 (E2E / audio seconds)", False),
     "underrun_p99": ("underrun_p99_s", "playback underrun P99", True),
-    "underrun_p99_s": ("underrun_p99_s", "playback underrun P99", True),
 }
 DEFAULT_AXIS = ("p99_s", "E2E P99", True)  # a scenario without a latency bound (offline)
 
@@ -38,11 +35,19 @@ def is_gpu(r: PlanRow) -> bool:
     return getattr(r, "device", None) != "other"
 
 
+def canonical(name: str) -> str:
+    """`p99` and `latency_p99` -> `e2e_p99`, by ttsperf.slo's aliases; other names unchanged."""
+    key = NAME_ALIASES.get(name.lower(), name.lower())
+    metric, _, stat = key.rpartition("_")
+    return f"{METRIC_ALIASES.get(metric, metric)}_{stat}" if metric else key
+
+
 def axis(sc: ScenarioPlan) -> tuple[str, str, bool, str | None, float | None]:
-    """(row field, label, seconds?, SLO metric, its limit): the scenario's first bound metric."""
+    """(row field, label, seconds?, SLO metric, its limit): the scenario's first bound metric
+    that a plan row holds."""
     for metric, limit in sc.slo.limits.items():
-        if metric in SLO_ROW_FIELD:
-            return (*SLO_ROW_FIELD[metric], metric, limit)
+        if (name := canonical(metric)) in SLO_ROW_FIELD:
+            return (*SLO_ROW_FIELD[name], metric, limit)
     return (*DEFAULT_AXIS, None, None)
 
 

@@ -3,8 +3,9 @@
 A prediction is the simulator's answer for one device at one load (N streams closed loop, or R
 requests/s Poisson); a bench point of that load is the measurement it is checked against. Each
 metric is shown with its error, (predicted - measured) / measured, the same as
-benchmarks/plan_accuracy.py prints. A bench percentile its n cannot resolve (p99 below 1,000
-requests) is computed here from the point's records and marked with its n.
+benchmarks/plan_accuracy.py prints. Each measured percentile is shown with its n and bench's
+distribution-free interval (`-` for an end its n cannot give), so an error inside that interval
+reads as such.
 """
 
 from __future__ import annotations
@@ -12,9 +13,9 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
-
-from ttsperf.bench.results import BenchRun, PointResult
+from ttsperf.bench.metrics import dist
+from ttsperf.bench.quantiles import CONFIDENCE
+from ttsperf.bench.results import BenchRun, Dist, PointResult
 from ttsperf.plan.predict import Prediction
 from ttsperf.report.document import Section, Table, ms
 
@@ -26,14 +27,24 @@ def _same_load(pred: Prediction, point: PointResult) -> bool:
     return s.kind == "rate" and s.arrival == "poisson" and math.isclose(s.rate or 0.0, value, rel_tol=1e-6)
 
 
-def _from_records(run: BenchRun, index: int, metric: str, q: float) -> tuple[float | None, int]:
-    """The q-th percentile of E2E or TTFA over the point's measured successes, and their n."""
+def _percentile_of(run: BenchRun, index: int, d: Dist, stat: str) -> Dist:
+    """The point's own Dist; for a run.json written before bench gave every percentile an interval
+    (it withheld p99 below 1,000 requests), the same Dist recomputed from the point's records."""
+    if getattr(d, stat) is not None or not d.n:
+        return d
     mine = [r for r in run.records if r.point == index and r.ok and not r.warmup]
-    if metric == "ttfa":
+    if d is run.points[index].ttfa_s:
         values = [r.t_first_audio - r.t_send for r in mine if r.t_first_audio is not None]
     else:
         values = [r.t_end - r.t_send for r in mine]
-    return (float(np.percentile(values, q)) if values else None), len(values)
+    return dist(values, run.config.get("confidence", CONFIDENCE))
+
+
+def _measured(d: Dist, stat: str) -> str:
+    """`1,620 ms (n = 20, CI [1,500 ms, -])`: the percentile, its n, its interval's ends."""
+    ci = getattr(d, f"{stat}_ci") or [None, None]
+    ends = ", ".join("-" if e is None else ms(e) for e in ci)
+    return f"{ms(getattr(d, stat))} (n = {d.n}, CI [{ends}])"
 
 
 def _error(predicted: float, measured: float | None) -> str:
@@ -68,17 +79,16 @@ def prediction_section(path: Path, pred: Prediction, runs: list[tuple[Path, Benc
             ["audio", f"{n.audio_seconds_per_s:.3g} s/s", f"{point.audio_seconds_per_s:.3g} s/s",
              _error(n.audio_seconds_per_s, point.audio_seconds_per_s)],
         ]  # fmt: skip
-        for label, metric, q, predicted, dist in (
-            ("E2E P50", "e2e", 50, n.e2e_p50_s, point.latency_s.p50),
-            ("E2E P99", "e2e", 99, n.e2e_p99_s, point.latency_s.p99),
-            ("TTFA P50", "ttfa", 50, n.ttfa_p50_s, point.ttfa_s.p50),
-            ("TTFA P99", "ttfa", 99, n.ttfa_p99_s, point.ttfa_s.p99),
+        for label, predicted, d, stat in (
+            ("E2E P50", n.e2e_p50_s, point.latency_s, "p50"),
+            ("E2E P99", n.e2e_p99_s, point.latency_s, "p99"),
+            ("TTFA P50", n.ttfa_p50_s, point.ttfa_s, "p50"),
+            ("TTFA P99", n.ttfa_p99_s, point.ttfa_s, "p99"),
         ):
-            measured, shown = dist, ms(dist)
-            if measured is None:  # bench withholds what its n cannot resolve: the sample's own
-                measured, count = _from_records(run, i, metric, q)
-                shown = f"{ms(measured)} (n = {count}, unresolved)"
-            rows.append([label, ms(predicted), shown, _error(predicted, measured)])
+            measured = _percentile_of(run, i, d, stat)
+            rows.append(
+                [label, ms(predicted), _measured(measured, stat), _error(predicted, getattr(measured, stat))]
+            )
         sec.blocks.append(
             Table(
                 ["metric", "predicted", "measured", "error"],

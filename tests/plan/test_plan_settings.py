@@ -1,0 +1,166 @@
+"""plan searches engine settings per card, says what binds and over what range (issue 12)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from ttsperf.cli.main import app
+from ttsperf.plan.api import make_plan
+from ttsperf.plan.steptime import MODES
+
+runner = CliRunner()
+FEW = ["--requests", "200"]
+
+
+def _cli(*args: str, columns: int | None = None) -> subprocess.CompletedProcess:
+    """The real console script's process, so the width is what a terminal or pipe gives."""
+    env = dict(os.environ)
+    env.pop("COLUMNS", None)
+    if columns:
+        env["COLUMNS"] = str(columns)
+    return subprocess.run(
+        [sys.executable, "-m", "ttsperf", *args], capture_output=True, text=True, env=env, timeout=600
+    )
+
+
+def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names_them():
+    r = runner.invoke(
+        app, ["plan", "--scenario", "realtime", "--streams", "100", "--gpus", "T4,RTX 3090", *FEW, "--json"]
+    )
+    assert r.exit_code == 0, r.output
+    sc = json.loads(r.stdout)["scenarios"][0]
+    for row in sc["rows"]:
+        st = row["settings"]
+        assert isinstance(st["serve_flags"], str) and st["serve_flags"].startswith("ttsperf serve ")
+        assert f"--dtype {st['dtype']}" in st["serve_flags"]
+        assert f"--first-chunk-steps {st['first_chunk_steps']}" in st["serve_flags"]
+        assert st["mode"] in MODES
+        assert MODES[st["mode"]].flag in st["serve_flags"]
+        assert row["binding"] in ("ttfa", "underrun", "e2e", "rtf", "host", "memory", "max batch")
+        assert row["binding_how"]
+        low, high = row["max_streams_range"]
+        assert low <= row["max_streams"] <= high  # the central overhead lies inside its range
+    rec = sc["recommended"]
+    best = next(r for r in sc["rows"] if r["gpu"] == rec["gpu"])
+    assert rec["gpus_needed"] == best["gpus_needed"] and rec["settings"] == best["settings"]
+    assert rec["measured"] is False
+    text = sc["recommendation"]
+    assert rec["settings"]["mode"] in text and rec["settings"]["serve_flags"] in text
+    assert f"bound by {rec['binding']}" in text
+    assert "projected, not measured on this card" in text and "ttsperf profile" in text
+    lo, hi = rec["max_streams_range"]
+    assert f"{lo}-{hi} streams per GPU" in text
+    load = f"--concurrency {best['max_streams']} --requests 400"
+    assert f"`ttsperf bench URL --stream {load} --slo {sc['slo']['spec']}`" in text
+
+
+def test_less_overhead_never_plans_fewer_streams_and_dominated_modes_are_skipped():
+    by_mode = {}
+    for mode in ("eager", "compile", "cuda-graphs"):
+        row = make_plan(gpus="RTX 4090", scenario="realtime", requests=200, mode=mode).scenarios[0].rows[0]
+        by_mode[mode] = row
+        assert row.settings.mode == mode
+    assert (
+        by_mode["eager"].max_streams <= by_mode["compile"].max_streams <= by_mode["cuda-graphs"].max_streams
+    )
+    best = make_plan(gpus="RTX 4090", scenario="realtime", requests=200).scenarios[0].rows[0]
+    assert best.max_streams == max(r.max_streams for r in by_mode.values())
+    # graphs' capacity stopped below its 256-row batch, so eager and compile cannot beat it
+    assert "compile, eager not simulated" in best.settings.searched
+    # eager at the official first chunk is host-bound at 10 ms per step: the binding says so and
+    # names the TTFA limit it hits
+    eager24 = make_plan(
+        gpus="RTX 4090", scenario="realtime", requests=200, mode="eager", first_chunk_steps=24
+    ).scenarios[0]
+    assert eager24.rows[0].binding == "host" and "ttfa_p99" in eager24.rows[0].binding_how
+
+
+def test_first_chunk_is_searched_unless_given_and_moves_against_what_binds():
+    searched = make_plan(gpus="RTX 4090", scenario="realtime", requests=200, mode="eager").scenarios[0]
+    row = searched.rows[0]
+    fixed = make_plan(
+        gpus="RTX 4090", scenario="realtime", requests=200, mode="eager", first_chunk_steps=24
+    ).scenarios[0]
+    # TTFA binds eager at 24 steps, so the search tries smaller first chunks and keeps a better one
+    assert fixed.rows[0].settings.first_chunk_steps == 24
+    assert "first chunk 16" in row.settings.searched
+    assert row.max_streams >= fixed.rows[0].max_streams
+    assert "; first chunk" not in fixed.rows[0].settings.searched
+
+
+def test_step_overhead_what_if_replaces_the_modes():
+    row = (
+        make_plan(gpus="RTX 4090", scenario="realtime", requests=200, step_overhead="3ms")
+        .scenarios[0]
+        .rows[0]
+    )
+    assert row.settings.mode == "what-if" and row.settings.step_overhead_s == 0.003
+    assert row.max_streams_range is None  # a what-if has no sourced range
+    assert "--cuda-graphs" not in row.settings.serve_flags
+
+
+def test_bad_mode_is_named():
+    r = runner.invoke(app, ["plan", "--mode", "turbo", "--gpus", "T4"])
+    assert r.exit_code == 2 and "--mode" in r.output and "turbo" in r.output and "cuda-graphs" in r.output
+
+
+def test_cpu_profile_keeps_its_dtype_its_row_apart_and_takes_a_price(profile_file):
+    cpu = profile_file(
+        device="AMD EPYC 2-core", kind="cpu", t_fixed=0.07, bw_eff=10e9, memory_bytes=8 * 2**30, dtype="fp32"
+    )
+    plan = make_plan(
+        profile=[str(cpu)],
+        scenario="realtime",
+        gpus="RTX 3090",
+        requests=200,
+        price=["AMD EPYC 2-core (profiled)=0.1"],
+    )
+    assert plan.inputs.workload["dtype"] == "fp16"  # the GPUs: not the CPU profile's fp32
+    sc = plan.scenarios[0]
+    gpu = next(r for r in sc.rows if r.gpu == "RTX 3090")
+    cpu_row = next(r for r in sc.rows if r.device == "other")
+    assert gpu.settings.dtype == "fp16" and cpu_row.settings.dtype == "fp32"
+    assert cpu_row.gpu == "AMD EPYC 2-core (profiled)" and cpu_row.usd_per_gpu_hour == 0.1
+    assert "--device cpu" in cpu_row.settings.serve_flags
+    assert sc.recommended is not None and sc.recommended.gpu == "RTX 3090"
+    # the table shows it apart, under its own heading
+    r = runner.invoke(
+        app, ["plan", "--profile", str(cpu), "--scenario", "realtime", "--gpus", "RTX 3090", *FEW]
+    )
+    assert r.exit_code == 0, r.output
+    head, _, apart = r.stdout.partition("profiled devices that are not GPUs")
+    assert "AMD EPYC" in apart and "AMD EPYC" not in head.split("SLO", 1)[1].split("setting =", 1)[0]
+
+
+def test_plan_at_80_columns_cuts_nothing_and_names_every_card_in_full():
+    r = _cli("plan", "--scenario", "realtime", *FEW, columns=80)
+    assert r.returncode == 0, r.stderr
+    assert "…" not in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+    names = json.loads(_cli("plan", "--scenario", "realtime", *FEW, "--json").stdout)["scenarios"][0]["rows"]
+    for row in names:
+        assert any(line.startswith(row["gpu"] + " ") for line in r.stdout.splitlines()), row["gpu"]
+
+
+def test_wide_table_keeps_latencies_and_piped_output_is_never_cut():
+    r = _cli("plan", "--scenario", "realtime", "--gpus", "A100 40GB PCIe,H100 SXM", *FEW, "--wide")
+    assert r.returncode == 0, r.stderr
+    assert "TTFA P99 s" in r.stdout and "GPUs=replicas" in r.stdout and "…" not in r.stdout
+
+
+def test_the_readme_plan_example_prints_what_the_readme_shows():
+    readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
+    block = readme.split("$ COLUMNS=80 ttsperf plan ", 1)[1].split("```", 1)[0]
+    command, *shown = block.splitlines()
+    r = _cli("plan", *shlex.split(command), columns=80)
+    assert r.returncode == 0, r.stderr
+    printed = [line.rstrip() for line in r.stdout.splitlines()]
+    for line in shown:
+        assert line.rstrip() in printed, line
