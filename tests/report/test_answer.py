@@ -65,12 +65,13 @@ def test_a_profiled_cpu_row_is_never_the_answer(results):
 
 def test_the_plans_recommended_object_fills_the_box_and_tops_the_page(results, tmp_path):
     path, plan, sc = _plan(results)
-    rec = {"gpu": "L4", "gpus_needed": 7, "settings": SETTINGS, "binding": "underrun",
-           "max_streams_range": [3, 5], "usd_per_audio_hour": 0.0123, "measured": False}  # fmt: skip
+    rec = {"gpu": "L4", "gpus_needed": 7, "gpus_needed_range": [5, 9], "settings": SETTINGS,
+           "binding": "underrun", "max_streams_range": [3, 5], "usd_per_audio_hour": 0.0123,
+           "measured": False}  # fmt: skip
     sc2 = sc.model_copy(update={"recommended": rec})
     fields = dict(answer(path, sc2).fields)
     assert fields == {
-        "card": "7 x L4",
+        "card": "7 x L4 (5-9 across the overhead's range)",
         "setting": "fp16, cuda-graphs, 3 ms step overhead, first chunk 12 steps, max batch 32",
         "cost": "$0.0123 per audio hour",
         "range": "3-5 streams per GPU",
@@ -80,11 +81,14 @@ def test_the_plans_recommended_object_fills_the_box_and_tops_the_page(results, t
     report = build_report(Inputs(plans=[(path, plan.model_copy(update={"scenarios": [sc2]}))]))
     html = to_html(report)
     start = html.index('<div class="answer" id="answer">')
-    assert start < html.index("7 x L4") < html.index('id="recommendation"') < html.index("<section>")
+    assert start < html.index("7 x L4 (5-9") < html.index('id="recommendation"') < html.index("<section>")
     box = html[start : html.index("<section>")]
     assert "<code>ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32</code>" in box
     md = to_markdown(report, tmp_path / "c", "c")
-    assert "| card | 7 x L4 |" in md and "`ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32`" in md
+    assert (
+        "| card | 7 x L4 (5-9 across the overhead's range) |" in md
+        and "`ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32`" in md
+    )
 
 
 def test_a_recommended_object_with_nulls_says_what_the_plan_did_not_give(results):
@@ -120,3 +124,17 @@ def test_both_slo_spellings_pick_the_same_axis(results):
         assert f"SLO {metric} &lt;= 2 s" in _texts(cost_svg(sc2))
     none = sc.model_copy(update={"slo": sc.slo.model_copy(update={"limits": {}})})
     assert axis(none)[3] is None and "E2E P99 (this scenario has no latency bound)" in _texts(cost_svg(none))
+
+
+def test_the_real_plans_recommended_object_and_a_rate_load(results):
+    path, _, sc = _plan(results)
+    rec = sc.recommended  # what plan wrote for this fixture: the box shows it, nothing unknown
+    fields = dict(answer(path, sc).fields)
+    assert fields["card"].startswith(f"{rec.gpus_needed} x {rec.gpu}") and "unknown" not in str(fields)
+    assert fields["setting"].startswith(f"{rec.settings.dtype}, {rec.settings.mode}")
+    assert answer(path, sc).serve_flags == rec.settings.serve_flags
+    rate = {"gpu": "T4", "gpus_needed": 3, "settings": None, "binding": "throughput",
+            "max_streams_range": None, "max_rate_range": [0.8123, 1.25], "usd_per_audio_hour": 0.01,
+            "measured": False}  # fmt: skip
+    fields = dict(answer(path, sc.model_copy(update={"recommended": rate})).fields)
+    assert fields["range"] == "0.812-1.25 req/s per GPU" and fields["binding limit"] == "decode throughput"

@@ -62,7 +62,11 @@ def test_report_json_output(results, tmp_path):
     res = _run(results, "-o", tmp_path / "p.html", "--json")
     answer = json.loads(res.stdout)["answer"]
     plan = json.loads((results / "plan.json").read_text())["scenarios"][0]
-    assert answer["scenario"] == plan["scenario"] and f"{answer['card']} at" in plan["recommendation"]
+    rec = plan["recommended"]
+    assert answer["scenario"] == plan["scenario"] and answer["card"].startswith(
+        f"{rec['gpus_needed']} x {rec['gpu']}"
+    )
+    assert f"{rec['gpus_needed']} x {rec['gpu']} at" in plan["recommendation"]
 
 
 def _bad(res, *needles):

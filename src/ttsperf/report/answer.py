@@ -20,6 +20,7 @@ BINDING = {
     "ttfa": "time to first audio (TTFA P99)",
     "underrun": "playback underrun (the stream stalls)",
     "memory": "GPU memory (max batch)",
+    "max batch": "the max batch setting (the batch is full)",
     "throughput": "decode throughput",
     "host": "host (CPU) time per step",
     "e2e": "end-to-end latency",
@@ -58,11 +59,25 @@ def settings_text(settings: Any) -> str | None:
     return ", ".join(parts) or None
 
 
-def range_text(rng: Any) -> str | None:
+def range_text(rng: Any, unit: str = "streams per GPU") -> str | None:
     if not rng:
         return None
-    low, high = rng
-    return f"{low}-{high} streams per GPU" if low != high else f"{low} streams per GPU"
+    low, high = (f"{v:,}" if isinstance(v, int) else f"{v:.3g}" for v in rng)
+    return f"{low}-{high} {unit}" if low != high else f"{low} {unit}"
+
+
+def capacity_range(obj: Any) -> str | None:
+    """Streams (or, for a rate load, requests/s) per GPU at the ends of the overhead's range."""
+    return range_text(_get(obj, "max_streams_range")) or range_text(
+        _get(obj, "max_rate_range"), "req/s per GPU"
+    )
+
+
+def card_text(gpu: str, count: int | None, count_range: Any) -> str:
+    if count is None:
+        return f"{gpu} (count unknown)"
+    spread = f" ({count_range[0]}-{count_range[1]} across the overhead's range)" if count_range else ""
+    return f"{count} x {gpu}{spread}"
 
 
 def binding_text(binding: str | None) -> str | None:
@@ -84,26 +99,26 @@ def answer(path: Path, sc: ScenarioPlan) -> Answer | None:
     rec = _get(sc, "recommended")
     if rec is not None:
         measured = _get(rec, "measured")
-        gpu, count = _get(rec, "gpu"), _get(rec, "gpus_needed")
+        card = card_text(_get(rec, "gpu"), _get(rec, "gpus_needed"), _get(rec, "gpus_needed_range"))
         settings, binding = _get(rec, "settings"), _get(rec, "binding")
-        rng, cost = _get(rec, "max_streams_range"), _get(rec, "usd_per_audio_hour")
+        rng, cost = capacity_range(rec), _get(rec, "usd_per_audio_hour")
         basis, missing = "from the plan's recommendation", "not given by the plan"
     else:
         row = cheapest_row(sc)
         if row is None:
             return None
         measured = None
-        gpu, count = row.gpu, row.gpus_needed
+        card = card_text(row.gpu, row.gpus_needed, None)
         settings, binding = _get(row, "settings"), _get(row, "binding")
-        rng, cost = _get(row, "max_streams_range"), row.usd_per_audio_hour
+        rng, cost = capacity_range(row), row.usd_per_audio_hour
         basis = "the plan names no recommended setting: the cheapest GPU per audio hour meeting the SLO"
         missing = UNKNOWN
     how = {True: "measured: a profile of this card", False: "projected, not measured on this card"}
     fields = [
-        ("card", f"{count} x {gpu}" if count is not None else f"{gpu} (count unknown)"),
+        ("card", card),
         ("setting", settings_text(settings) or missing),
         ("cost", f"{_money(cost)} per audio hour" if cost is not None else missing),
-        ("range", range_text(rng) or missing),
+        ("range", rng or missing),
         ("binding limit", binding_text(binding) or missing),
         ("basis", how.get(measured, f"projected; profiled or not: {missing}")),
     ]

@@ -21,9 +21,10 @@ def _sort_key(r: PlanRow) -> tuple:
 
 def _capacity(r: PlanRow) -> str:
     if r.max_streams is not None:
-        rng = range_text(getattr(r, "max_streams_range", None))
-        return f"{r.max_streams} streams" + (f" ({rng.removesuffix(' streams per GPU')})" if rng else "")
-    return num(r.max_rate_rps, ".3g", " req/s")
+        rng = range_text(getattr(r, "max_streams_range", None), "")
+        return f"{r.max_streams} streams" + (f" ({rng.strip()})" if rng else "")
+    rng = range_text(getattr(r, "max_rate_range", None), "")
+    return num(r.max_rate_rps, ".3g", " req/s") + (f" ({rng.strip()})" if rng else "")
 
 
 def _row(r: PlanRow, front: set[str]) -> list[str]:
