@@ -27,6 +27,7 @@ demo: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
+	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache --no-logo  # the layers: pyproject.toml
 
 $(CSTAMP): conformance/requirements.txt
 	$(PYTHON) -m venv $(CVENV)
