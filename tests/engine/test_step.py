@@ -81,6 +81,7 @@ def eager_tokens() -> dict[str, list[list[int]]]:
     return serve_all(new_engine())
 
 
+@pytest.mark.slow
 def test_compiled_step_gives_the_same_tokens_without_recompiling(eager_tokens):
     engine = new_engine(Switches(compile=True))
     compiled = serve_all(engine)
