@@ -238,10 +238,6 @@ def mp3_frames(n: int) -> bytes:
     return (header + bytes(413)) * n
 
 
-def test_mp3_duration_from_frame_headers():
-    assert audio_checks.mp3_seconds(mp3_frames(100)) == pytest.approx(100 * 1152 / 44100)
-
-
 def real_mp3(samples: np.ndarray, rate: int = 24_000) -> bytes:
     from ttsperf.audio import to_pcm16
     from ttsperf.bench.mock_server import mp3_of

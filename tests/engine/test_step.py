@@ -95,6 +95,7 @@ def test_the_engine_takes_the_pipelines_codes(seed):
         assert seen[text] == gen.codes.tolist(), text
 
 
+@pytest.mark.slow
 def test_compiled_step_gives_the_same_tokens_without_recompiling(eager_tokens):
     engine = new_engine(Switches(compile=True))
     compiled = serve_all(engine)

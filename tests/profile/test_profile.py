@@ -63,6 +63,7 @@ def test_bad_grid_is_one_line_exit_2(flag):
     assert res.exit_code == 2 and f"{flag} '1,x'" in res.output
 
 
+@pytest.mark.slow
 def test_optimizations_measure_each_variant_in_its_own_process(tmp_path):
     out = tmp_path / "opt.json"
     args = [

@@ -46,11 +46,6 @@ def require_onnx() -> None:
             missing.append(module)
     if missing:
         raise UserError(f"ttsperf export onnx needs {', '.join(missing)}, not installed here: {INSTALL}")
-    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
-    if (major, minor) < (2, 5):
-        raise UserError(
-            f"ttsperf export onnx needs torch >= 2.5 (its dynamo ONNX exporter), found {torch.__version__}"
-        )
 
 
 def load_model(cfg: ModelConfig, assets: str | Path | None, seed: int = 0) -> ChatTTSModel:
