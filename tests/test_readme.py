@@ -55,12 +55,14 @@ def test_assets_example(tmp_path):
     assert (tmp_path / "asset" / "gpt" / "config.json").is_file()
 
 
+@pytest.mark.slow
 def test_synth_example(tmp_path):
     r = _run(EXAMPLES["synth"], tmp_path)
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "out.wav").read_bytes()[:4] == b"RIFF"
 
 
+@pytest.mark.slow
 def test_plan_example(tmp_path):
     from tests.plan.conftest import make_profile
 
