@@ -9,7 +9,7 @@ CVENV ?= .venv-conformance
 CPY := $(CVENV)/bin/python
 CSTAMP := $(CVENV)/.installed-stamp
 
-.PHONY: test demo conformance lint clean
+.PHONY: test check demo conformance lint clean
 
 $(STAMP): pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,18 @@ test: $(STAMP)
 	sh tests/report/ensure_chromium.sh
 	$(PY) -m pytest -q
 
+# The inner loop: lint, then every test not marked slow, on all cores (pytest-xdist; one file per
+# worker, so a module's server or model is built once). `make test` still runs everything.
+check: lint
+	$(PY) -m pytest -q -m "not slow" -n auto --dist loadfile
+
 demo: $(STAMP)
 	$(VENV)/bin/ttsperf demo --quick
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/ruff format --check src tests benchmarks
+	PYTHONPATH=src $(VENV)/bin/lint-imports --no-cache --no-logo  # the layers: pyproject.toml
 
 $(CSTAMP): conformance/requirements.txt
 	$(PYTHON) -m venv $(CVENV)

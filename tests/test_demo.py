@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from html import escape
 
+import pytest
 from typer.testing import CliRunner
 
 from ttsperf.audio import decode_wav
@@ -13,6 +14,7 @@ from ttsperf.plan.schema import Plan
 from ttsperf.profile.schema import load_profile
 
 
+@pytest.mark.slow
 def test_demo_quick_writes_wav_profile_bench_plan_and_summary(tmp_path):
     res = CliRunner().invoke(app, ["demo", "--quick", "--config", "tiny", "-o", str(tmp_path), "--json"])
     assert res.exit_code == 0, res.output

@@ -100,6 +100,7 @@ def test_help_shows_an_example():
     assert "ttsperf bench http://127.0.0.1:8080 --concurrency" in result.output
 
 
+@pytest.mark.slow
 def test_slo_pass_exits_0_and_fail_exits_1_naming_the_constraint(server_factory):
     srv = server_factory(slots=1, service_time=0.05)
     ok = invoke(srv.url, "--concurrency", "1", "--requests", "30", "--slo", "e2e_p50=1s,error_rate=1%")
@@ -202,6 +203,7 @@ def test_confidence_outside_its_range_is_bad_input():
     assert "--confidence 1.0: expected a level in [0.5, 1)" in line
 
 
+@pytest.mark.slow
 def test_json_and_output_dir(server_factory, tmp_path):
     srv = server_factory(slots=0, service_time=0.01)
     out = tmp_path / "run"
@@ -234,6 +236,7 @@ def test_negative_counts(flag):
     assert flag in line
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_what_was_measured(server_factory, tmp_path):
     import signal
     import subprocess

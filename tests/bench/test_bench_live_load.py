@@ -13,6 +13,7 @@ def bench(url: str, **kw) -> object:
     return run_bench(BenchConfig(urls=[url], **kw))
 
 
+@pytest.mark.slow
 def test_closed_loop_matches_queueing_theory_and_the_guide_formula_is_off_by_the_concurrency(server_factory):
     # K=2 slots, S=0.2 s, C=4 in flight: the server is never idle, so throughput = K/S = 10 req/s and,
     # by Little's law, mean latency = C / throughput = 0.4 s.
@@ -31,6 +32,7 @@ def test_closed_loop_matches_queueing_theory_and_the_guide_formula_is_off_by_the
     assert p.throughput_rps / p.naive_throughput_rps == pytest.approx(C, rel=0.1)
 
 
+@pytest.mark.slow
 def test_single_worker_server_proves_the_concurrency_is_applied(server_factory):
     # One slot (like the official ChatTTS examples): C requests in flight queue at the server, so a
     # request waits for the C-1 before it. If bench did not apply C, latency would stay at S.
@@ -83,6 +85,7 @@ def test_duration_mode_stops_sending_after_the_duration(server_factory):
     assert p.requests >= 10
 
 
+@pytest.mark.slow
 def test_open_loop_achieves_the_rate_over_2000_requests_and_reports_send_lag(server_factory):
     srv = server_factory(slots=0, service_time=0.0, sample_rate=8000)
     rate = 200.0  # modest, so a machine shared with other work still leaves the client its CPU
@@ -95,6 +98,7 @@ def test_open_loop_achieves_the_rate_over_2000_requests_and_reports_send_lag(ser
     assert p.queue_s.n == 2000 and p.queue_s.p99 is not None  # send lag reported with n
 
 
+@pytest.mark.slow
 def test_open_loop_poisson_sends_at_the_precomputed_times(server_factory):
     from ttsperf.bench.arrivals import schedule
 
@@ -108,6 +112,7 @@ def test_open_loop_poisson_sends_at_the_precomputed_times(server_factory):
     assert run.points[0].queue_s.n == 100  # how late each went out is reported, with n
 
 
+@pytest.mark.slow
 def test_stalling_server_shows_in_latency_from_intended_send(server_factory, tmp_path):
     # Open loop capped at 1 in flight: one stalled request holds back those scheduled after it. Their
     # e2e stays short, but latency from the intended send time shows the wait (coordinated omission).
@@ -126,6 +131,7 @@ def test_stalling_server_shows_in_latency_from_intended_send(server_factory, tmp
     assert p.queue_s.max > 0.4  # the requests behind it waited in the client
 
 
+@pytest.mark.slow
 def test_streaming_ttfa_and_gaps_are_measured_chunk_by_chunk(server_factory):
     S, chunks = 0.16, 8
     srv = server_factory(slots=0, service_time=S, stream_chunks=chunks)

@@ -51,6 +51,7 @@ def fake_pynvml(calls: dict[str, int]) -> types.ModuleType:
     return nv
 
 
+@pytest.mark.slow
 def test_gpu_samples_feed_the_window_the_slo_and_the_chart(server_factory, tmp_path, monkeypatch):
     calls: dict[str, int] = {}
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(calls))

@@ -19,6 +19,7 @@ def test_no_gpu_is_said_once_and_the_run_goes_on(server_factory):
     assert len([n for n in run.telemetry_notes if "GPU" in n]) == 1
 
 
+@pytest.mark.slow
 def test_server_process_and_prometheus_are_sampled_inside_the_window(server_factory, tmp_path):
     # 0.2 s per request: all 4 stay in flight far longer than a loaded client takes between them
     # (at 0.05 s a CI run under load sampled at most 2 in flight)
@@ -67,6 +68,7 @@ def test_prometheus_text_and_window_aggregation():
     assert agg["gpu_joules_per_audio_s"] == pytest.approx(200 / 20)
 
 
+@pytest.mark.slow
 def test_find_max_concurrency_against_a_single_slot_server(server_factory):
     # One slot, S = 50 ms: latency at concurrency C is about C x 50 ms, so e2e_p50 <= 175 ms (3.5 S,
     # half a service time from either edge) allows C = 3 and not 4.
@@ -81,6 +83,7 @@ def test_find_max_concurrency_against_a_single_slot_server(server_factory):
     assert [pr["load"] for pr in run.find_max["probes"]][:3] == [1, 2, 4]
 
 
+@pytest.mark.slow
 def test_find_max_rate_against_a_single_slot_server(server_factory):
     # One slot, S = 50 ms: it serves 20 req/s. Above that the backlog grows by (S - 1/rate) per
     # request, so of 40 constant arrivals the median one waits ~20 x (S - 1/rate) + S: that crosses

@@ -158,6 +158,7 @@ def test_a_profile_gives_its_runtime_switches(tmp_path):
     assert checks.check_cudnn_benchmark(dep, None).severity == "warn"
 
 
+@pytest.mark.slow
 def test_probe_tells_a_serial_server_from_one_that_overlaps_requests(mock_servers):
     serial = collect(urls=[mock_servers[1]], probe=True).deployments[0]
     assert serial.batching == "none" and "served one at a time" in serial.batching_evidence

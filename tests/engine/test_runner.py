@@ -16,6 +16,7 @@ from ttsperf.engine.types import SynthRequest, SynthResult
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.sampling import SamplingParams
+from ttsperf.model.step import Step
 
 TEXTS = ["你好，这是一段用于压测的文本。", "Hello world, this is a test.", "今天天气很好。", "好。"]
 aten = torch.ops.aten
@@ -102,16 +103,9 @@ def test_batched_prefill_equals_one_prompt_at_a_time(tiny_pipe):
 
     fwd, embed = SlotForward(tiny_pipe.model.gpt), tiny_pipe.model.embed
     alone_slots, together_slots = slots(), slots()
-    with torch.inference_mode():
-        alone = [
-            fwd.prefill(embed.embed_prompt(ids, m), alone_slots, r) for r, (ids, _, m) in enumerate(prompts)
-        ]
-        longest = max(lengths)
-        ids = torch.zeros(4, longest, g.num_vq, dtype=torch.long)
-        mask = torch.zeros(4, longest, dtype=torch.bool)
-        for r, (i, _, m) in enumerate(prompts):
-            ids[r, : lengths[r]], mask[r, : lengths[r]] = i[0], m[0]
-        together = fwd.prefill_many(embed.embed_prompt(ids, mask), together_slots, 0, lengths)
+    with torch.inference_mode():  # the pipeline's prefill (one row at a time) and the engine's
+        alone = [Step(embed, fwd, alone_slots).prefill([p], r)[0] for r, p in enumerate(prompts)]
+        together = Step(embed, fwd, together_slots).prefill(prompts, 0)
     torch.testing.assert_close(together, torch.stack(alone), atol=1e-5, rtol=1e-5)
     for layer in range(g.num_hidden_layers):
         for r, n in enumerate(lengths):  # the padding's K/V past each prompt is never read

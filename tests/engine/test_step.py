@@ -3,7 +3,8 @@ and padding checked here with the capture replaced; the capture itself needs a G
 benchmarks/gpu_check.py).
 
 Tokens are compared exactly: every sampled code of every request, greedy, under continuous batching
-(requests of different lengths join and leave, so the batch and context change every step).
+(requests of different lengths join and leave, so the batch and context change every step), and
+the engine's against the one-batch pipeline's (the same step, model/step.py).
 """
 
 from __future__ import annotations
@@ -29,11 +30,12 @@ TEXTS = [
 
 
 def record_tokens(engine: Engine) -> dict[str, list[list[int]]]:
-    """Every code the engine takes, per request text, in order (wraps the runner's own calls)."""
+    """Every code the engine takes, per request text, in order (wraps the runner's and the batch
+    state's own calls)."""
     runner, state = engine.runner, engine.runner.state
     seen: dict[str, list[list[int]]] = {}
     text_of: dict[int, str] = {}  # slot -> request text
-    prefill, accept, remove = runner.prefill, runner._accept, runner.remove
+    prefill, accept, remove = runner.prefill, state.accept, runner.remove
 
     def prefilling(rows):
         first = state.size
@@ -54,15 +56,15 @@ def record_tokens(engine: Engine) -> dict[str, list[list[int]]]:
             text_of[dst] = text_of[src]
         return moves
 
-    runner.prefill, runner._accept, runner.remove = prefilling, accepting, removing
+    runner.prefill, state.accept, runner.remove = prefilling, accepting, removing
     return seen
 
 
-def serve_all(engine: Engine) -> dict[str, list[list[int]]]:
+def serve_all(engine: Engine, sampling=lambda i: GREEDY) -> dict[str, list[list[int]]]:
     seen = record_tokens(engine)
     engine.start()
     try:
-        handles = [engine.submit(SynthRequest(t, GREEDY)) for t in TEXTS]
+        handles = [engine.submit(SynthRequest(t, sampling(i))) for i, t in enumerate(TEXTS)]
         finals = [h.collect(timeout=600)[1] for h in handles]
     finally:
         engine.stop(drain=False, timeout=30)
@@ -81,6 +83,19 @@ def eager_tokens() -> dict[str, list[list[int]]]:
     return serve_all(new_engine())
 
 
+@pytest.mark.parametrize("seed", [3, 2**40 + 1])
+def test_the_engine_takes_the_pipelines_codes(seed):
+    """One decode step (model/step.py) under both: every seeded, sampled request takes exactly the
+    codes the one-batch pipeline samples for it alone, though the engine prefills it padded with
+    others and decodes it beside rows that join and leave."""
+    engine = new_engine()
+    seen = serve_all(engine, lambda i: SamplingParams(seed=seed + i))
+    for i, text in enumerate(TEXTS):
+        gen = engine.pipe.generate([text], SamplingParams(seed=seed + i))[0]
+        assert seen[text] == gen.codes.tolist(), text
+
+
+@pytest.mark.slow
 def test_compiled_step_gives_the_same_tokens_without_recompiling(eager_tokens):
     engine = new_engine(Switches(compile=True))
     compiled = serve_all(engine)

@@ -16,6 +16,8 @@ from ttsperf.export.onnx import CHECK_SHAPES, TRACE_SHAPE, check_graph, export_s
 from ttsperf.export.shapes import RequestShape
 from ttsperf.model.config import TINY
 
+pytestmark = pytest.mark.slow  # one ONNX export per module
+
 runner = CliRunner()
 
 

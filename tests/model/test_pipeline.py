@@ -99,6 +99,7 @@ def test_synth_cli_writes_a_valid_wav(tmp_path):
     assert report["rtf"] == pytest.approx(report["wall_seconds"] / report["audio_seconds"], rel=1e-2)
 
 
+@pytest.mark.slow
 def test_synth_cli_from_an_asset_dir(asset_dir, tmp_path):
     out = tmp_path / "y.wav"
     # no --config: the asset dir's gpt/config.json says tiny

@@ -68,7 +68,7 @@ def test_json_is_a_versioned_plan_with_the_issue_keys(tmp_path):
         for b in row["basis"].values():
             assert b["kind"] in ("measured", "projected", "sourced") and b["how"]
     assert plan.inputs.defaults["t_fixed_s"].source.startswith("quote:")
-    assert plan.scenarios[0].recommendation.startswith("realtime (ttfa_p99 <= 0.3")
+    assert plan.scenarios[0].recommendation.startswith("realtime (ttfa_p99=300ms,underrun_p99=100ms")
 
 
 def test_table_output_names_missing_prices_and_recommends_per_scenario():

@@ -55,6 +55,7 @@ def _row(plan, gpu, scenario=0):
     return next(r for r in plan.scenarios[scenario].rows if r.gpu == gpu)
 
 
+@pytest.mark.slow
 def test_profile_calibrates_its_own_card_only(profile_file):
     prof = profile_file(device="RTX 4090", t_fixed=0.004)
     plan = make_plan(

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from ttsperf.cli.main import app
@@ -61,6 +62,7 @@ def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names
     assert f"`ttsperf bench URL --stream {load} --slo {sc['slo']['spec']}`" in text
 
 
+@pytest.mark.slow
 def test_less_overhead_never_plans_fewer_streams_and_dominated_modes_are_skipped():
     by_mode = {}
     for mode in ("eager", "compile", "cuda-graphs"):
@@ -82,6 +84,7 @@ def test_less_overhead_never_plans_fewer_streams_and_dominated_modes_are_skipped
     assert eager24.rows[0].binding == "host" and "ttfa_p99" in eager24.rows[0].binding_how
 
 
+@pytest.mark.slow
 def test_first_chunk_is_searched_unless_given_and_moves_against_what_binds():
     searched = make_plan(gpus="RTX 4090", scenario="realtime", requests=200, mode="eager").scenarios[0]
     row = searched.rows[0]
@@ -111,6 +114,7 @@ def test_bad_mode_is_named():
     assert r.exit_code == 2 and "--mode" in r.output and "turbo" in r.output and "cuda-graphs" in r.output
 
 
+@pytest.mark.slow
 def test_cpu_profile_keeps_its_dtype_its_row_apart_and_takes_a_price(profile_file):
     cpu = profile_file(
         device="AMD EPYC 2-core", kind="cpu", t_fixed=0.07, bw_eff=10e9, memory_bytes=8 * 2**30, dtype="fp32"
@@ -139,6 +143,7 @@ def test_cpu_profile_keeps_its_dtype_its_row_apart_and_takes_a_price(profile_fil
     assert "AMD EPYC" in apart and "AMD EPYC" not in head.split("SLO", 1)[1].split("setting =", 1)[0]
 
 
+@pytest.mark.slow
 def test_plan_at_80_columns_cuts_nothing_and_names_every_card_in_full():
     r = _cli("plan", "--scenario", "realtime", *FEW, columns=80)
     assert r.returncode == 0, r.stderr
@@ -149,12 +154,14 @@ def test_plan_at_80_columns_cuts_nothing_and_names_every_card_in_full():
         assert any(line.startswith(row["gpu"] + " ") for line in r.stdout.splitlines()), row["gpu"]
 
 
+@pytest.mark.slow
 def test_wide_table_keeps_latencies_and_piped_output_is_never_cut():
     r = _cli("plan", "--scenario", "realtime", "--gpus", "A100 40GB PCIe,H100 SXM", *FEW, "--wide")
     assert r.returncode == 0, r.stderr
     assert "TTFA P99 s" in r.stdout and "GPUs=replicas" in r.stdout and "…" not in r.stdout
 
 
+@pytest.mark.slow
 def test_the_readme_plan_example_prints_what_the_readme_shows():
     readme = (Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8")
     block = readme.split("$ COLUMNS=80 ttsperf plan ", 1)[1].split("```", 1)[0]

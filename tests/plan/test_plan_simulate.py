@@ -55,6 +55,7 @@ def test_d_d_1_overload_serves_at_1_over_d():
     assert r.mean_batch == 1.0
 
 
+@pytest.mark.slow
 def test_m_d_1_mean_wait_matches_pollaczek_khinchine():
     """Poisson arrivals, one slot, deterministic service: W_q = rho D / (2 (1 - rho)) within 5%."""
     steps, t = 10, 0.01

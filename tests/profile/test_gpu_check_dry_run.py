@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_check.py"
 
 
+@pytest.mark.slow
 def test_gpu_check_dry_run_covers_every_section(tmp_path):
     res = subprocess.run(
         [sys.executable, str(SCRIPT), "--device", "cpu", "--config", "tiny", "--quick"],

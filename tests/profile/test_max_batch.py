@@ -98,6 +98,7 @@ def test_budget_search_floors_per_row_at_the_kv_bytes_and_stops_at_zero():
     assert budget_search(lambda b: 1000 + b, 10**9, 16, row_floor=1)[:2] == (16, "cap")
 
 
+@pytest.mark.slow
 def test_cli_cpu_budget_search_on_the_tiny_model(tmp_path):
     out = tmp_path / "p.json"
     args = ["profile", "--synthetic", "--config", "tiny", "--quick"]  # contexts 64, 512

@@ -33,7 +33,10 @@ def test_the_batched_audio_call_is_timed_at_every_batch(prof, tiny_pipe):
     rows is measured at the grid's batches, on the engine's own audio path."""
     assert [a.rows for a in prof.audio_calls] == [1, 4]
     one, four = (a.seconds.value for a in prof.audio_calls)
-    assert 0 < one < four  # four rows' chunks are more work than one's
+    # timed, so only what a busy machine cannot flip: both were measured (which costs more is
+    # benchmarks' to say; a loaded CPU has timed one row above four)
+    assert one > 0 and four > 0
+    assert all(a.seconds.n >= 1 for a in prof.audio_calls)
     assert "batched Decoder + Vocos call over 4 rows" in prof.audio_calls[1].seconds.how
 
 
@@ -63,6 +66,7 @@ def test_bad_grid_is_one_line_exit_2(flag):
     assert res.exit_code == 2 and f"{flag} '1,x'" in res.output
 
 
+@pytest.mark.slow
 def test_optimizations_measure_each_variant_in_its_own_process(tmp_path):
     out = tmp_path / "opt.json"
     args = [

@@ -10,6 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
+import pytest
 
 from server.helpers import SHORT, RunningPeak, ServeProcess, expected_samples, scrape, start_live, wait_for
 from ttsperf.audio import decode_wav
@@ -21,6 +22,7 @@ MEDIUM = "今天天气很好我们去公园散步吧" * 3  # 42 characters -> 38
 TWELVE = "今天天气很好我们去公园散步"  # 13 characters -> 118 steps
 
 
+@pytest.mark.slow
 def test_clients_hanging_up_mid_stream_free_their_slots_and_the_rest_is_served():
     with ServeProcess(*TINY, "--max-batch", "8") as server, server.client() as c:
         body = {"input": MEDIUM, "response_format": "pcm"}
@@ -55,6 +57,7 @@ def test_clients_hanging_up_mid_stream_free_their_slots_and_the_rest_is_served()
     assert after.status_code == 200 and len(decode_wav(after.content)[0]) == expected_samples(SHORT)
 
 
+@pytest.mark.slow
 def test_sigterm_during_load_drains_and_loses_nothing():
     """Requests arrive before, during and after the drain: those accepted are answered 200 in
     full, those after the signal get 503 (draining) or a refused connection (exited); exit code 0."""
@@ -88,6 +91,7 @@ def test_sigterm_during_load_drains_and_loses_nothing():
     )
 
 
+@pytest.mark.slow
 def test_an_out_of_memory_in_a_step_shrinks_the_batch_and_loses_nothing(tiny_pipe):
     """In-process server (the same app and uvicorn server, on loopback): the fault hook is an
     EngineConfig field for tests, deliberately not a `ttsperf serve` flag or environment variable."""

@@ -21,6 +21,8 @@ from server.helpers import SHORT, ServeProcess, expected_samples
 
 from .load import Outcome, Tally, offer, wav_samples
 
+pytestmark = pytest.mark.slow  # a served model per module and a schema fuzz
+
 EXAMPLES = 100  # per operation and mode (hypothesis stops sooner where it runs out of cases)
 READ_TIMEOUT = 2.0
 MAX_NEW = 24  # --max-new-tokens: short syntheses keep each fuzzed request cheap

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import psutil
+import pytest
 
 from server.helpers import SHORT, ServeProcess, expected_samples, scrape
 
@@ -17,6 +18,7 @@ MAX_BATCH, MAX_QUEUE = 4, 4
 RSS_TOLERANCE = 0.05
 
 
+@pytest.mark.slow
 def test_twice_the_capacity_is_refused_fast_and_nothing_accepted_is_lost():
     args = ("--synthetic", "--config", "tiny", "--max-batch", str(MAX_BATCH), "--max-queue", str(MAX_QUEUE))
     with ServeProcess(*args) as server:

@@ -27,7 +27,7 @@ from server.helpers import expected_samples
 from server.ray_live import RayServe, needs_ray, start_ray_serve
 from ttsperf.audio import decode_wav, from_pcm16
 
-pytestmark = needs_ray
+pytestmark = [needs_ray, pytest.mark.slow]  # slow: a Ray cluster per module
 MEDIUM = "今天天气很好我们去公园散步吧" * 2  # ~250 steps: a second or two per request here
 CLIENTS = 8
 CLIENT_TIMEOUT = 120.0  # an answer slower than this is a hang: counted lost

@@ -25,6 +25,7 @@ from .load import Outcome, Tally
 KEY = "s3cret-key-for-the-reliability-suite"
 
 
+@pytest.mark.slow
 def test_binds_loopback_by_default_and_requires_the_key():
     env = {**os.environ, "TTSPERF_API_KEY": KEY}  # the key from the environment: not on a command line
     with ServeProcess("--synthetic", "--config", "tiny", env=env) as server:

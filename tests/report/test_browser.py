@@ -19,6 +19,8 @@ from ttsperf.report import write_report
 
 from .chromium import find_chromium, render
 
+pytestmark = pytest.mark.slow  # a real chromium on a demo report
+
 DATA_COLORS = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in [*COLORS, LIMIT_COLOR]]
 
 

@@ -191,6 +191,7 @@ BODIES = st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), JSON, ma
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
+@pytest.mark.slow
 @FUZZ
 @given(path=st.sampled_from([INVOKE, SPEECH]), body=BODIES)
 def test_fuzzed_json_bodies_never_get_a_5xx(live, path, body):
@@ -203,6 +204,7 @@ def test_fuzzed_json_bodies_never_get_a_5xx(live, path, body):
         assert r.json()["error"]["message"]
 
 
+@pytest.mark.slow
 @FUZZ
 @given(path=st.sampled_from([INVOKE, SPEECH]), content=st.binary(max_size=64))
 def test_fuzzed_raw_bodies_never_get_a_5xx(live, path, content):
@@ -211,6 +213,7 @@ def test_fuzzed_raw_bodies_never_get_a_5xx(live, path, content):
     assert r.status_code < 500, (content, r.status_code, r.text[:300])
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     text=st.text(min_size=1, max_size=24),

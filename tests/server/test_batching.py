@@ -7,6 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import numpy as np
+import pytest
 
 from ttsperf.audio import decode_wav
 
@@ -29,6 +30,7 @@ def steps_above_one(metrics: dict[str, float]) -> float:
     return metrics["ttsperf_batch_size_count"] - metrics['ttsperf_batch_size_bucket{le="1"}']
 
 
+@pytest.mark.slow
 def test_eight_concurrent_requests_are_decoded_in_shared_steps(live):
     with live.client() as c:
         before = scrape(c)
@@ -44,6 +46,7 @@ def test_eight_concurrent_requests_are_decoded_in_shared_steps(live):
     )  # mean batch size over these requests > 1
 
 
+@pytest.mark.slow
 def test_a_greedy_request_sounds_the_same_alone_and_among_seven_others(live):
     target = {"text": "The same greedy request, alone or in company. " * 3, "top_k": 1, "seed": 7}
     with live.client() as c:

@@ -129,6 +129,7 @@ def test_a_stream_failing_before_any_audio_keeps_its_status_code(make_live, stre
     assert r.status_code == 503 and r.json()["error"]["message"].startswith("out of memory")
 
 
+@pytest.mark.slow
 def test_sigterm_refuses_new_work_and_answers_every_accepted_request():
     with ServeProcess(
         "--synthetic", "--config", "tiny", "--max-batch", "2", "--max-queue", "8",

@@ -18,7 +18,7 @@ from ttsperf.audio import decode_wav, from_pcm16
 from .helpers import SHORT, expected_samples, parse_metrics
 from .ray_live import RayServe, needs_ray, start_ray_serve
 
-pytestmark = needs_ray
+pytestmark = [needs_ray, pytest.mark.slow]  # slow: a Ray cluster per module
 MEDIUM = "今天天气很好我们去公园散步吧" * 2  # 28 characters: ~250 steps, a second or two of work here
 MAX_BATCH, MAX_QUEUED = 2, 4
 # As many as the two replicas run at once (2 x 2), so none waits in Ray's queue: Ray counts requests

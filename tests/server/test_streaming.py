@@ -7,12 +7,14 @@ import base64
 import json
 
 import numpy as np
+import pytest
 
 from ttsperf.audio import decode_wav, from_pcm16
 
 from .helpers import LONG, expected_samples
 
 
+@pytest.mark.slow
 def test_first_audio_arrives_while_the_request_is_still_decoding(live):
     engine = live.engine
     ok_before = engine.stats.requests["ok"]
@@ -32,6 +34,7 @@ def test_first_audio_arrives_while_the_request_is_still_decoding(live):
     assert len(from_pcm16(b"".join(pieces))) == expected_samples(LONG)
 
 
+@pytest.mark.slow
 def test_sse_first_delta_arrives_while_the_request_is_still_decoding(live):
     engine = live.engine
     ok_before = engine.stats.requests["ok"]
@@ -47,6 +50,7 @@ def test_sse_first_delta_arrives_while_the_request_is_still_decoding(live):
     assert rest[-1]["type"] == "speech.audio.done" and len(rest) >= 3
 
 
+@pytest.mark.slow
 def test_streamed_and_buffered_audio_of_a_greedy_request_agree(live):
     """Same request, same greedy codes: the streamed chunks (incremental decoding) give the audio
     of the buffered whole-utterance decode, up to the engine's seam approximation."""

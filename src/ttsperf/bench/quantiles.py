@@ -65,10 +65,18 @@ def needed_n(p: float, confidence: float = CONFIDENCE) -> tuple[int, int]:
 def interval(
     values: Sequence[float] | np.ndarray, p: float, confidence: float = CONFIDENCE
 ) -> tuple[float | None, float | None]:
-    """[low, high] for the p-quantile of the distribution the values came from."""
+    """[low, high] for the p-quantile of the distribution the values came from. Widened where
+    needed to hold the sample's own (interpolated) percentile: with few samples an order statistic
+    can sit past it (n = 2: the p99's low end is the larger sample), which reads as a contradiction;
+    widening keeps the coverage."""
     a = np.sort(np.asarray(values, dtype=np.float64))
     lo, up = ranks(int(a.size), p, confidence)
-    return (None if lo is None else float(a[lo - 1])), (None if up is None else float(a[up - 1]))
+    if a.size == 0:
+        return None, None
+    est = percentile(a, p)
+    return (None if lo is None else min(float(a[lo - 1]), est)), (
+        None if up is None else max(float(a[up - 1]), est)
+    )
 
 
 def decided(n: int, at_or_below: int, below: int, p: float, op: str, confidence: float) -> str | None:

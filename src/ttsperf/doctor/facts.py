@@ -98,10 +98,8 @@ def torch_facts() -> tuple[str, bool, list[Gpu], dict[str, Any]]:
 
 def gpu_processes() -> tuple[dict[int, list[int]] | None, str]:
     """Compute processes per GPU from NVML, or None with the reason it could not be read."""
-    try:
-        import pynvml
-    except ImportError:
-        return None, "nvidia-ml-py is not installed"
+    import pynvml
+
     try:
         pynvml.nvmlInit()
     except pynvml.NVMLError as exc:

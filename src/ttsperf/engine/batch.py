@@ -5,7 +5,8 @@ whole slices, with no Python loop over rows; rows join by writing their slot and
 the last rows into the freed slots (one indexed copy per tensor for all the moves of a step).
 
 The host keeps a mirror of what it needs to schedule (steps done, limits, emit schedule,
-deadlines) in NumPy arrays, refreshed from one device-to-host copy per step.
+deadlines) in NumPy arrays, refreshed from one device-to-host copy per step. The tensors and the
+step's update of them (`Rows`, `Rows.accept`) are model/step.py's, which the pipeline runs too.
 """
 
 from __future__ import annotations
@@ -13,34 +14,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ttsperf.model.sampling import PENALTY_WINDOW, RowParams
+from ttsperf.model.sampling import RowParams
+from ttsperf.model.step import Rows
 
 
-class BatchState:
-    def __init__(
-        self, max_batch: int, num_vq: int, hidden_size: int, max_new_tokens: int, device: torch.device
-    ):
-        def zeros(*shape, dtype=torch.long):
-            return torch.zeros(*shape, dtype=dtype, device=device)
-
-        self.device = device
-        self.codes = zeros(max_batch, num_vq)  # each row's last accepted codes: the next input
-        self.positions = zeros(max_batch)  # where each row's next token goes in its KV slot
-        self.steps = zeros(max_batch)  # codes accepted so far (= hidden states kept)
-        self.limits = zeros(max_batch)
-        self.forced = zeros(max_batch, dtype=torch.bool)  # length from the speech-rate model
-        self.done = zeros(max_batch, dtype=torch.bool)  # sampled EOS
-        self.keys = zeros(max_batch)  # stateless sampling: seed_key of the row's seed
-        self.history = torch.full((max_batch, num_vq, PENALTY_WINDOW), -1, dtype=torch.long, device=device)
-        self.params = RowParams(
-            temperature=zeros(max_batch, dtype=torch.float32),
-            top_p=zeros(max_batch, dtype=torch.float32),
-            kept=zeros(max_batch),
-            penalty=zeros(max_batch, dtype=torch.float32),
-            greedy=zeros(max_batch, dtype=torch.bool),
-        )
-        # one spare step: a row that is no longer live writes its (ignored) state there
-        self.hidden = zeros(max_batch, max_new_tokens + 1, hidden_size, dtype=torch.float32)
+class BatchState(Rows):
+    def __init__(self, *args, **kwargs):  # Rows' own
+        super().__init__(*args, **kwargs)
+        max_batch, device = self.codes.shape[0], self.device
         self.size = 0
         # the host's per-row arrays: steps and done refreshed by `sync`, the rest the host's own
         self.host = {
@@ -56,17 +37,6 @@ class BatchState:
         pin = device.type == "cuda"
         self._status = torch.zeros(max_batch, dtype=torch.long, pin_memory=pin)
 
-    def tensors(self) -> list[torch.Tensor]:
-        """Every per-row tensor (first dimension = slot)."""
-        p = self.params
-        return [
-            self.codes, self.positions, self.steps, self.limits, self.forced, self.done, self.keys,
-            self.history, *p.fields(), self.hidden,
-        ]  # fmt: skip
-
-    def rows(self, sl: slice) -> RowParams:
-        return RowParams(*(t[sl] for t in self.params.fields()))
-
     def add(
         self,
         positions: list[int],
@@ -80,19 +50,7 @@ class BatchState:
         `host`: the new rows' values of the host-only arrays (deadline, stream, next_emit, kept)."""
         n = len(positions)
         sl = slice(self.size, self.size + n)
-
-        def put(t: torch.Tensor, values) -> None:
-            t[sl] = torch.as_tensor(values, dtype=t.dtype).to(self.device, non_blocking=True)
-
-        put(self.positions, positions)
-        put(self.limits, limits)
-        put(self.forced, forced)
-        self.keys[sl] = keys.to(self.device)
-        for mine, theirs in zip(self.params.fields(), params.fields(), strict=True):
-            mine[sl] = theirs.to(self.device)
-        self.steps[sl] = 0
-        self.done[sl] = False
-        self.history[sl] = -1
+        self.put(sl, positions, limits, forced, keys, params)
         h = self.host
         h["steps"][sl], h["done"][sl], h["limits"][sl], h["positions"][sl] = 0, False, limits, positions
         for name, values in host.items():

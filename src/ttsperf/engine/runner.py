@@ -20,7 +20,8 @@ from ttsperf.engine.step import DecodeStep, GraphedStep
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
-from ttsperf.model.sampling import RowParams, SamplingParams, candidates, sample, seed_key, uniforms, width
+from ttsperf.model.sampling import RowParams, SamplingParams, candidates, seed_key, width
+from ttsperf.model.step import advance
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Runner:
     ):
         self.pipe = pipe
         g = pipe.cfg.gpt
-        self.num_vq, self.vocab, self.eos = g.num_vq, g.num_audio_tokens, g.eos_token
+        self.num_vq, self.vocab = g.num_vq, g.num_audio_tokens
         dtype = next(pipe.model.gpt.parameters()).dtype  # int8 weight-only: the activations' dtype
         compile = switch_report["compile"]["applied"]
         # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
@@ -64,12 +65,11 @@ class Runner:
         )  # fmt: skip
         self.forward = SlotForward(pipe.model.gpt)
         self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
-        self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, pipe.device)
+        self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device)
         self.audio = BatchedAudio(pipe.model, lookahead_steps)
         self.graphed: GraphedStep | None = None
         if switch_report["cuda_graphs"]["applied"]:
             self.graphed = GraphedStep(self.run_step, self.state, capacity)
-        self._arange = torch.arange(max_batch, device=pipe.device)
 
     # ------------------------------------------------------------------ rows in
 
@@ -79,15 +79,8 @@ class Runner:
         pipe, s = self.pipe, self.state
         prompts = [pipe.prompt([r.text], r.prompt) for r in rows]
         lengths = [ids.shape[1] for ids, _, _ in prompts]
-        longest = max(lengths)
-        ids = torch.zeros(len(rows), longest, self.num_vq, dtype=torch.long, device=pipe.device)
-        text = torch.zeros(len(rows), longest, dtype=torch.bool, device=pipe.device)
-        for r, (i, _, m) in enumerate(prompts):  # right-padded: causal attention never sees it
-            ids[r, : i.shape[1]], text[r, : m.shape[1]] = i[0], m[0]
         first = s.size
-        hidden = self.forward.prefill_many(
-            pipe.model.embed.embed_prompt(ids, text), self.slots, first, lengths
-        )
+        hidden = self.decode_step.step.prefill(prompts, first)
         params = RowParams.of([r.params for r in rows], self.vocab)
         keys = seed_key(torch.tensor([r.seed for r in rows]))
         host = {
@@ -98,7 +91,7 @@ class Runner:
         }
         sl = s.add(lengths, [r.limit for r in rows], [r.forced for r in rows], keys, params, host)
         try:
-            self._accept(sl, hidden, pipe.model.embed.code_logits(hidden), self._top(sl))
+            s.accept(sl, hidden, pipe.model.embed.code_logits(hidden), self._top(sl))
         except BaseException:
             s.truncate(first)
             raise
@@ -118,31 +111,10 @@ class Runner:
 
     def run_step(self, b: int, length: int, top: int) -> None:
         """The whole step on the device, no host read: decode, sample, update the batch state."""
-        s = self.state
-        hidden, logits = self.decode_step(s.codes[:b], s.positions[:b], length)
-        self._accept(slice(0, b), hidden, logits, top)
-        s.positions[:b] += 1
+        advance(self.decode_step, self.state, b, length, top)
 
     def _top(self, sl: slice) -> int:
         return width(int(self.state.host["kept"][sl].max()), self.vocab)
-
-    def _accept(self, sl: slice, hidden: torch.Tensor, logits: torch.Tensor, top: int) -> None:
-        """Sample each live row's next codes and take them; a row that samples EOS (and is not
-        length-forced) is done and keeps nothing of this step."""
-        s = self.state
-        steps, forced = s.steps[sl], s.forced[sl]
-        live = ~s.done[sl] & (steps < s.limits[sl])
-        u = uniforms(s.keys[sl], steps, self.num_vq)
-        new = sample(logits, s.history[sl], s.rows(sl), ~forced, self.eos, u, top)
-        eos = live & ~forced & (new == self.eos).any(dim=-1)
-        take = live & ~eos
-        s.done[sl] |= eos
-        # a row that takes nothing writes at its `steps`, past what it keeps (the spare step at most)
-        s.hidden[self._arange[sl], steps] = hidden.float()
-        s.codes[sl] = torch.where(take.unsqueeze(1), new, s.codes[sl])
-        shifted = torch.cat([s.history[sl, :, 1:], new.unsqueeze(-1)], dim=-1)
-        s.history[sl] = torch.where(take.view(-1, 1, 1), shifted, s.history[sl])
-        s.steps[sl] += take.long()
 
     # ------------------------------------------------------------------ rows out
 

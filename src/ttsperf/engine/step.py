@@ -2,9 +2,9 @@
 
     step(codes (B, num_vq), positions (B,), length) -> hidden (B, H), logits (B, num_vq, V) float32
 
-Embed the rows' last codes, run the slot forward (each row writes its K/V at its own position and
-attends over KV positions 0..length-1, masked per row), apply the 4 code heads. Sampling and the
-batch-state update follow on the device (runner.py); `GraphedStep` captures all of it.
+The eager step is model/step.py's `Step` over the engine's KV slots — the step the one-batch
+pipeline and the ONNX export run. Sampling and the batch-state update follow on the device
+(`model.step.advance`); `GraphedStep` captures all of it.
 
 compile: one `torch.compile(dynamic=True)` of the whole step. Under continuous batching the batch
 and the context length change every step; symbolic shapes cover them all with two graphs (batch 1
@@ -30,10 +30,9 @@ import torch
 
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
+from ttsperf.model.step import Outputs, Step, StepFn
 from ttsperf.model.weights import ChatTTSModel
 
-Outputs = tuple[torch.Tensor, torch.Tensor]
-StepFn = Callable[[torch.Tensor, torch.Tensor, int], Outputs]
 StepRun = Callable[[int, int, int], None]  # (batch, context length, candidates): the whole step
 
 
@@ -51,6 +50,8 @@ class DecodeStep:
         dynamic: bool = True,  # False: one graph per shape (benchmarks/compile_cpu.py compares)
     ):
         self.embed, self.forward, self.slots = model.embed, forward, slots
+        self.step = Step(model.embed, forward, slots)  # also the runner's prefill
+        self.eager: StepFn = self.step.__call__
         self.compiled = compile
         self.compiles = 0
         self.compile_seconds = 0.0
@@ -62,11 +63,6 @@ class DecodeStep:
             # a recompile the day they differ), so pin them.
             for t in (*slots.k, *slots.v):
                 torch._dynamo.mark_static(t)
-
-    def eager(self, codes: torch.Tensor, positions: torch.Tensor, length: int) -> Outputs:
-        embeds = self.embed.embed_codes(codes).to(self.slots.k[0].dtype)
-        hidden = self.forward.decode(embeds, self.slots, positions, length)
-        return hidden, self.embed.code_logits(hidden)
 
     def _inductor(self, gm: torch.fx.GraphModule, example_inputs):
         from torch._inductor.compile_fx import compile_fx

@@ -22,7 +22,6 @@ class Switches:
     inference_mode: bool = True  # vs no_grad: no version counters, no autograd bookkeeping
     compile: bool = False  # torch.compile the decode step's layers
     cuda_graphs: bool = False  # capture the decode step (CUDA only)
-    checkpointing: bool = False  # activation checkpointing: saves nothing without autograd
     int8: bool = False  # int8 weight-only quantisation of the GPT's linear layers (torchao)
 
     def validate(self) -> Switches:
@@ -51,7 +50,6 @@ def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.dev
         note("tf32", False, f"not applicable on {device.type}: TF32 is an NVIDIA tensor-core mode")
         note("cudnn_benchmark", False, f"not applicable on {device.type}: cuDNN is CUDA-only")
     note("inference_mode", True, "" if switches.inference_mode else "torch.no_grad() instead")
-    note("checkpointing", False, "no autograd at inference: checkpointing has nothing to save")
     if not switches.cuda_graphs:
         note("cuda_graphs", False, "off")
     elif cuda:

@@ -1,7 +1,7 @@
 """The GPT decode step as a standalone module with tensor inputs, for ONNX / TensorRT.
 
-It is the engine's step (`SlotForward.decode` + the code embeddings and heads) with the KV
-slots passed in and out as tensors instead of living in `KVSlots`:
+It is the engine's step (model/step.py's `Step`: code embeddings, slot forward, code heads) with
+the KV slots passed in and out as tensors instead of living in `KVSlots`:
 
     codes        (batch, num_vq)                             int64  each row's last sampled codes
     positions    (batch,)                                    int64  where each row's new token goes
@@ -20,14 +20,33 @@ graph has no data-dependent shapes and TensorRT needs no ScatterND.
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from ttsperf.model.forward import SlotForward
+from ttsperf.model.step import Step
 from ttsperf.model.weights import ChatTTSModel
 
 INPUT_NAMES = ("codes", "positions", "past_keys", "past_values")
 OUTPUT_NAMES = ("logits", "hidden", "present_keys", "present_values")
+
+
+class TensorKV:
+    """The step's KV store over the graph's past K/V tensors: each layer's new K/V selected in at
+    each row's position (no scatter), the whole context read back."""
+
+    def __init__(self, past_keys: torch.Tensor, past_values: torch.Tensor, positions: torch.Tensor):
+        self.dtype = past_keys.dtype
+        slot = torch.arange(past_keys.shape[3], device=past_keys.device).unsqueeze(0)  # (1, context)
+        self.here = (slot == positions.unsqueeze(1)).unsqueeze(1).unsqueeze(-1)  # (B, 1, context, 1)
+        self.k, self.v = list(past_keys.unbind(0)), list(past_values.unbind(0))
+
+    def write_step(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """k, v: (B, kv_heads, head_dim), written where `here` (built from the same positions)."""
+        self.k[layer] = torch.where(self.here, k.unsqueeze(2).to(self.dtype), self.k[layer])
+        self.v[layer] = torch.where(self.here, v.unsqueeze(2).to(self.dtype), self.v[layer])
+
+    def view(self, layer: int, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.k[layer], self.v[layer]
 
 
 class GPTDecodeStep(nn.Module):
@@ -38,23 +57,6 @@ class GPTDecodeStep(nn.Module):
         self._fwd = SlotForward(model.gpt)
 
     def forward(self, codes, positions, past_keys, past_values):
-        fwd, llama = self._fwd, self.gpt
-        context = past_keys.shape[3]
-        x = self.embed.embed_codes(codes).to(past_keys.dtype).unsqueeze(1)  # (B, 1, H)
-        cos, sin = llama.rotary_emb(x, positions.unsqueeze(1))
-        cos, sin = cos.unsqueeze(1), sin.unsqueeze(1)
-        slot = torch.arange(context, device=x.device).unsqueeze(0)  # (1, context)
-        mask = (slot <= positions.unsqueeze(1)).unsqueeze(1).unsqueeze(1)  # (B, 1, 1, context)
-        here = (slot == positions.unsqueeze(1)).unsqueeze(1).unsqueeze(-1)  # (B, 1, context, 1)
-        keys, values = [], []
-        h = x
-        for i, layer in enumerate(fwd.layers):
-            q, k, v = fwd._qkv(layer, layer.input_layernorm(h), cos, sin)
-            k_all = torch.where(here, k.to(past_keys.dtype), past_keys[i])
-            v_all = torch.where(here, v.to(past_values.dtype), past_values[i])
-            keys.append(k_all)
-            values.append(v_all)
-            out = F.scaled_dot_product_attention(q, fwd._expand(k_all), fwd._expand(v_all), attn_mask=mask)
-            h = fwd._finish(layer, h, out)
-        hidden = llama.norm(h)[:, 0]
-        return self.embed.code_logits(hidden), hidden, torch.stack(keys), torch.stack(values)
+        kv = TensorKV(past_keys, past_values, positions)
+        hidden, logits = Step(self.embed, self._fwd, kv)(codes, positions, past_keys.shape[3])
+        return logits, hidden, torch.stack(kv.k), torch.stack(kv.v)

@@ -2,9 +2,9 @@
 with onnxruntime against the engine's own step, and the trtexec command its workload asks for.
 
 The reference for the check is not the exported module itself but the engine's code path
-(`SlotForward.decode` over `KVSlots`, then the code heads): the graph must compute what
-`ttsperf serve` computes, at two batch sizes and two context lengths, neither of them the
-example the exporter traced with.
+(model/step.py's `Step` over `KVSlots`, which scatters the new K/V where the graph selects it):
+the graph must compute what `ttsperf serve` computes, at two batch sizes and two context
+lengths, neither of them the example the exporter traced with.
 
     ttsperf export onnx --config tiny --synthetic -o gpt_step.onnx     # the command over export_step
 """
@@ -27,6 +27,7 @@ from ttsperf.export.shapes import RequestShape, fixed_dims, recommend
 from ttsperf.model.config import ModelConfig, get_config
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
+from ttsperf.model.step import Step
 from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
 
 INSTALL = "pip install 'ttsperf[export]' (onnx, onnxruntime, onnxscript)"
@@ -45,11 +46,6 @@ def require_onnx() -> None:
             missing.append(module)
     if missing:
         raise UserError(f"ttsperf export onnx needs {', '.join(missing)}, not installed here: {INSTALL}")
-    major, minor = (int(x) for x in torch.__version__.split(".")[:2])
-    if (major, minor) < (2, 5):
-        raise UserError(
-            f"ttsperf export onnx needs torch >= 2.5 (its dynamo ONNX exporter), found {torch.__version__}"
-        )
 
 
 def load_model(cfg: ModelConfig, assets: str | Path | None, seed: int = 0) -> ChatTTSModel:
@@ -72,15 +68,14 @@ def random_inputs(cfg: ModelConfig, batch: int, context: int, seed: int) -> tupl
 
 @torch.inference_mode()
 def engine_step(model: ChatTTSModel, codes, positions, past_keys, past_values) -> tuple[torch.Tensor, ...]:
-    """What the engine computes for one step on these slots (engine.Engine._step's model calls)."""
+    """What the engine computes for one step on these slots: model/step.py's Step over KVSlots."""
     layers, batch, heads, context, head_dim = past_keys.shape
     slots = KVSlots(layers, batch, heads, context, head_dim, dtype=past_keys.dtype, device=past_keys.device)
     for i in range(layers):
         slots.k[i].copy_(past_keys[i])
         slots.v[i].copy_(past_values[i])
-    embeds = model.embed.embed_codes(codes).to(past_keys.dtype)
-    hidden = SlotForward(model.gpt).decode(embeds, slots, positions)
-    return model.embed.code_logits(hidden), hidden, torch.stack(slots.k), torch.stack(slots.v)
+    hidden, logits = Step(model.embed, SlotForward(model.gpt), slots)(codes, positions)
+    return logits, hidden, torch.stack(slots.k), torch.stack(slots.v)
 
 
 def export_graph(model: ChatTTSModel, cfg: ModelConfig, out: Path) -> None:

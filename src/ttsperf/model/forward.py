@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from transformers import LlamaModel
 
-from ttsperf.model.kv import KVSlots
+from ttsperf.model.kv import KV, KVSlots
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -76,7 +76,7 @@ class SlotForward:
         return self.llama.norm(h[torch.arange(n, device=embeds.device), last])
 
     def decode(
-        self, embeds: torch.Tensor, slots: KVSlots, positions: torch.Tensor, length: int | None = None
+        self, embeds: torch.Tensor, slots: KV, positions: torch.Tensor, length: int | None = None
     ) -> torch.Tensor:
         """One step for rows 0..B-1: embeds (B, H), positions (B,) where each row's new token goes
         -> last hidden states (B, H). Attention reads KV positions 0..length-1 (default: the

@@ -7,7 +7,19 @@ per layer for all of a step's moves), which keeps the batch dense without per-st
 
 from __future__ import annotations
 
+from typing import Protocol
+
 import torch
+
+
+class KV(Protocol):
+    """Where the step reads and writes K/V: `KVSlots`, or the ONNX export's graph inputs and outputs."""
+
+    dtype: torch.dtype
+
+    def write_step(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None: ...
+
+    def view(self, layer: int, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
 class KVSlots:
@@ -25,7 +37,7 @@ class KVSlots:
         shape = (max_batch, kv_heads, max_len, head_dim)
         self.k = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
         self.v = [torch.zeros(shape, dtype=dtype, device=device) for _ in range(layers)]
-        self.max_batch, self.max_len = max_batch, max_len
+        self.max_batch, self.max_len, self.dtype = max_batch, max_len, dtype
 
     @staticmethod
     def bytes_needed(

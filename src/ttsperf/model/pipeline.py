@@ -1,7 +1,8 @@
 """Text -> 24 kHz waveform: prompt, prefill, autoregressive decode of 4 codebooks, mel, vocoder.
 
 This is the one-batch pipeline (`ttsperf synth`, conformance, profiling building blocks); serving
-with continuous batching lives in `ttsperf.engine` and reuses the pieces here.
+with continuous batching lives in `ttsperf.engine` and reuses the pieces here. Both decode with
+the same step (model/step.py).
 """
 
 from __future__ import annotations
@@ -19,17 +20,8 @@ from ttsperf.model.config import ModelConfig
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.length import LengthSource, SpeechRate
-from ttsperf.model.sampling import (
-    PENALTY_WINDOW,
-    RowParams,
-    SamplingParams,
-    candidates,
-    row_seeds,
-    sample,
-    seed_key,
-    uniforms,
-    width,
-)
+from ttsperf.model.sampling import RowParams, SamplingParams, candidates, row_seeds, seed_key, width
+from ttsperf.model.step import Rows, Step, advance
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
 from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
 
@@ -155,14 +147,7 @@ class Pipeline:
             forced = [min(n, max_new_tokens) for n in wanted]
             capped = [n > max_new_tokens for n in wanted]
         limits = forced or [max_new_tokens] * len(texts)
-        embed, eos, g = self.model.embed, self.cfg.gpt.eos_token, self.cfg.gpt
-        b = len(texts)
-        # row i draws from seed + i: the engine's stateless generator, so a seeded request gives
-        # the same codes here as in the engine (row 0 of a batch is the request alone)
-        keys = seed_key(row_seeds([params.seed + i if params.seed is not None else None for i in range(b)]))
-        keys = keys.to(self.device)
-        rows = RowParams.of([params] * b, g.num_audio_tokens, self.device)
-        top = width(candidates(params, g.num_audio_tokens), g.num_audio_tokens)
+        g, b = self.cfg.gpt, len(texts)
         # Each row is prefilled alone into its own KV slot and decodes at its own position: no
         # padding, so a row's output does not depend on the other rows of the batch.
         prompts = [self.prompt([t], prompt) for t in texts]
@@ -172,37 +157,27 @@ class Pipeline:
             g.num_hidden_layers, b, g.num_key_value_heads, max(lengths) + max(limits),
             g.hidden_size // g.num_attention_heads, dtype=dtype, device=self.device,
         )  # fmt: skip
-        fwd = SlotForward(self.model.gpt)
-        hidden = torch.stack(
-            [fwd.prefill(embed.embed_prompt(ids, mask), slots, r) for r, (ids, _, mask) in enumerate(prompts)]
-        )
-        positions = torch.tensor(lengths, device=self.device)
-        codes_out: list[list[torch.Tensor]] = [[] for _ in range(b)]
-        hidden_out: list[list[torch.Tensor]] = [[] for _ in range(b)]
-        done = [False] * b
-        eos_seen = [False] * b
-        history = torch.zeros(b, g.num_vq, 0, dtype=torch.long, device=self.device)
-        for step in range(max(limits)):
-            logits = embed.code_logits(hidden)
-            allow = torch.tensor([forced is None or step >= limits[r] for r in range(b)], device=self.device)
-            steps = torch.full((b,), step, device=self.device)
-            nxt = sample(logits, history, rows, allow, eos, uniforms(keys, steps, g.num_vq), top)
-            for r in range(b):
-                if done[r]:
-                    continue
-                if forced is None and bool((nxt[r] == eos).any()):
-                    done[r] = eos_seen[r] = True
-                    continue
-                codes_out[r].append(nxt[r])
-                hidden_out[r].append(hidden[r].float())
-                done[r] = len(codes_out[r]) >= limits[r]
+        step = Step(self.model.embed, SlotForward(self.model.gpt), slots)
+        hidden = torch.cat([step.prefill([p], r) for r, p in enumerate(prompts)])
+        # The engine's decode step and state (model/step.py). Row i draws from seed + i: the
+        # engine's stateless generator, so a seeded request gives the same codes here as in the
+        # engine (row 0 of a batch is the request alone).
+        rows = Rows(b, g.num_vq, g.hidden_size, max(limits), g.eos_token, self.device)
+        keys = seed_key(row_seeds([params.seed + i if params.seed is not None else None for i in range(b)]))
+        params_b = RowParams.of([params] * b, g.num_audio_tokens)
+        rows.put(slice(0, b), lengths, limits, [forced is not None] * b, keys, params_b)
+        top = width(candidates(params, g.num_audio_tokens), g.num_audio_tokens)
+        rows.accept(slice(0, b), hidden, self.model.embed.code_logits(hidden), top)
+        sampled = [rows.codes.clone()]  # a row takes a code every step until it stops
+        for n in range(1, max(limits) + 1):
             if on_step is not None:
-                on_step(step + 1, max(limits))
-            if all(done):
+                on_step(n, max(limits))
+            if not bool((~rows.done & (rows.steps < rows.limits)).any()):
                 break
-            history = torch.cat([history, nxt.unsqueeze(-1)], dim=-1)[:, :, -PENALTY_WINDOW:]
-            hidden = fwd.decode(embed.embed_codes(nxt).to(dtype), slots, positions)
-            positions = positions + 1
+            advance(step, rows, b, max(lengths) + n, top)
+            sampled.append(rows.codes.clone())
+        taken, eos_seen = rows.steps.tolist(), rows.done.tolist()
+        codes = torch.stack(sampled, dim=1)  # (B, steps, num_vq)
 
         def source(r: int) -> LengthSource:
             if forced is not None:
@@ -211,11 +186,11 @@ class Pipeline:
 
         return [
             Generation(
-                codes=torch.stack(c) if c else torch.zeros(0, g.num_vq, dtype=torch.long),
-                hidden=torch.stack(h) if h else torch.zeros(0, g.hidden_size),
+                codes=codes[r, : taken[r]].clone(),
+                hidden=rows.hidden[r, : taken[r]].clone(),
                 length_source=source(r),
             )
-            for r, (c, h) in enumerate(zip(codes_out, hidden_out, strict=True))
+            for r in range(b)
         ]
 
     # ------------------------------------------------------------ audio

@@ -595,7 +595,7 @@ def recommend(
 ) -> tuple[str, Recommended | None]:
     """One sentence, and its numbers: the cheapest GPU meeting the SLO for the target load, at
     which setting, what binds and over what range; or why there is none."""
-    slo = spec_of(scenario.slo) or "no latency bound"  # as bench --slo takes it
+    slo = spec_of(scenario.slo) if scenario.slo else "no latency bound"  # as bench --slo takes it
     head = f"{scenario.name} ({slo}; {target.label()})"
     gpus = [r for r in rows if r.device == "gpu"]
     ok = [r for r in gpus if r.meets_slo and r.gpus_needed]

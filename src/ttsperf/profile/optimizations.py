@@ -104,7 +104,9 @@ def run_variant(v: Variant, config: str, device: str, batch: int, context: int, 
     if v.checkpointing:
         from torch.utils.checkpoint import checkpoint
 
-        for layer in fwd.layers:  # every layer's forward recomputed in backward (there is none)
+        # Measured here, never a serving switch: checkpointing drops activations saved for backward
+        # and recomputes them in it; inference (inference_mode) saves none and has no backward.
+        for layer in fwd.layers:  # each layer's MLP wrapped, as a training script would
             layer.mlp.forward = (lambda f: lambda x: checkpoint(f, x, use_reentrant=False))(layer.mlp.forward)
     x = torch.randn(batch, g.hidden_size, device=dev, dtype=act_dtype)
     pos = torch.full((batch,), context, device=dev)

@@ -11,7 +11,9 @@ the first byte), so a client trickling a byte every few seconds (slow-loris) hol
 ever. `HeaderDeadline` closes a connection whose request headers are not complete `read_timeout`
 seconds after it opened or after the request's first byte; the app (read_body) gives the body the
 same bound and answers 408. Headers larger than h11's 16 KiB limit get a 400 and the connection
-closes. Idle keep-alive connections close after 75 s.
+closes. Idle keep-alive connections close after 75 s. uvicorn has no setting for a header
+deadline and its h11 protocol class is private, so pyproject.toml bounds uvicorn to the versions the
+slow-loris tests passed on.
 """
 
 from __future__ import annotations

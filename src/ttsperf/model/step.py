@@ -1,0 +1,148 @@
+"""The decode step, the one the engine, the one-batch pipeline and the ONNX export all run.
+
+    Step(embed, forward, kv)(codes (B, num_vq), positions (B,), length) -> hidden (B, H), logits
+
+embeds the rows' last codes, runs the slot forward (each row writes its K/V at its own position in
+`kv` and attends over positions 0..length-1, masked per row) and applies the 4 code heads.
+`Rows` holds a batch's decode state in tensors (vLLM v1's persistent batch) and `Rows.accept`
+samples and takes the next codes; `advance` is the whole step — forward, accept, move on — with
+no host read, so the engine can compile it or capture it in a CUDA graph.
+
+It lives in `model`, not `engine`: data flows model -> engine (DESIGN.md), and the pipeline and
+the export are model-level users of the same step. The engine adds what serving needs around it
+(engine/step.py: compile and CUDA graphs; engine/batch.py: the host's mirror, rows joining and
+leaving).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.gpt import Embed
+from ttsperf.model.kv import KV
+from ttsperf.model.sampling import PENALTY_WINDOW, RowParams, sample, uniforms
+
+Outputs = tuple[torch.Tensor, torch.Tensor]
+StepFn = Callable[[torch.Tensor, torch.Tensor, int], Outputs]  # (codes, positions, length)
+
+
+class Step:
+    """logits (B, num_vq, V) are float32; `length` defaults to the longest row's (a device read)."""
+
+    def __init__(self, embed: Embed, forward: SlotForward, kv: KV):
+        self.embed, self.forward, self.kv = embed, forward, kv
+
+    def __call__(self, codes: torch.Tensor, positions: torch.Tensor, length: int | None = None) -> Outputs:
+        embeds = self.embed.embed_codes(codes).to(self.kv.dtype)
+        hidden = self.forward.decode(embeds, self.kv, positions, length)
+        return hidden, self.embed.code_logits(hidden)
+
+    def prefill(self, prompts: list[tuple[torch.Tensor, ...]], first: int) -> torch.Tensor:
+        """Prompts (Pipeline.prompt's ids, attention, text mask, each of one text) in one forward
+        into KV slots first..first+n-1 -> each prompt's last hidden state (n, H). Right-padded:
+        causal attention never sees the padding (SlotForward.prefill_many)."""
+        lengths = [ids.shape[1] for ids, _, _ in prompts]
+        longest, device = max(lengths), prompts[0][0].device
+        ids = torch.zeros(len(prompts), longest, prompts[0][0].shape[-1], dtype=torch.long, device=device)
+        text = torch.zeros(len(prompts), longest, dtype=torch.bool, device=device)
+        for r, (i, _, m) in enumerate(prompts):
+            ids[r, : i.shape[1]], text[r, : m.shape[1]] = i[0], m[0]
+        return self.forward.prefill_many(self.embed.embed_prompt(ids, text), self.kv, first, lengths)
+
+
+class Rows:
+    """Rows 0..B-1 of a decoding batch as (B, ...) tensors on one device."""
+
+    def __init__(
+        self,
+        max_batch: int,
+        num_vq: int,
+        hidden_size: int,
+        max_new_tokens: int,
+        eos_token: int,
+        device: torch.device,
+    ):
+        def zeros(*shape, dtype=torch.long):
+            return torch.zeros(*shape, dtype=dtype, device=device)
+
+        self.device, self.num_vq, self.eos = device, num_vq, eos_token
+        self.codes = zeros(max_batch, num_vq)  # each row's last accepted codes: the next input
+        self.positions = zeros(max_batch)  # where each row's next token goes in its KV slot
+        self.steps = zeros(max_batch)  # codes accepted so far (= hidden states kept)
+        self.limits = zeros(max_batch)
+        self.forced = zeros(max_batch, dtype=torch.bool)  # length from the speech-rate model
+        self.done = zeros(max_batch, dtype=torch.bool)  # sampled EOS
+        self.keys = zeros(max_batch)  # stateless sampling: seed_key of the row's seed
+        self.history = torch.full((max_batch, num_vq, PENALTY_WINDOW), -1, dtype=torch.long, device=device)
+        self.params = RowParams(
+            temperature=zeros(max_batch, dtype=torch.float32),
+            top_p=zeros(max_batch, dtype=torch.float32),
+            kept=zeros(max_batch),
+            penalty=zeros(max_batch, dtype=torch.float32),
+            greedy=zeros(max_batch, dtype=torch.bool),
+        )
+        # one spare step: a row that is no longer live writes its (ignored) state there
+        self.hidden = zeros(max_batch, max_new_tokens + 1, hidden_size, dtype=torch.float32)
+        self._arange = torch.arange(max_batch, device=device)
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every per-row tensor (first dimension = slot)."""
+        p = self.params
+        return [
+            self.codes, self.positions, self.steps, self.limits, self.forced, self.done, self.keys,
+            self.history, *p.fields(), self.hidden,
+        ]  # fmt: skip
+
+    def rows(self, sl: slice) -> RowParams:
+        return RowParams(*(t[sl] for t in self.params.fields()))
+
+    def put(
+        self,
+        sl: slice,
+        positions: list[int],
+        limits: list[int],
+        forced: list[bool],
+        keys: torch.Tensor,
+        params: RowParams,
+    ) -> None:
+        """Start rows `sl`: prompt lengths, length limits, forced lengths, seed keys, settings."""
+
+        def put(t: torch.Tensor, values) -> None:
+            t[sl] = torch.as_tensor(values, dtype=t.dtype).to(self.device, non_blocking=True)
+
+        put(self.positions, positions)
+        put(self.limits, limits)
+        put(self.forced, forced)
+        self.keys[sl] = keys.to(self.device)
+        for mine, theirs in zip(self.params.fields(), params.fields(), strict=True):
+            mine[sl] = theirs.to(self.device)
+        self.steps[sl] = 0
+        self.done[sl] = False
+        self.history[sl] = -1
+
+    def accept(self, sl: slice, hidden: torch.Tensor, logits: torch.Tensor, top: int) -> None:
+        """Sample each live row's next codes and take them; a row that samples EOS (and is not
+        length-forced) is done and keeps nothing of this step. `top`: see sampling.width."""
+        steps, forced = self.steps[sl], self.forced[sl]
+        live = ~self.done[sl] & (steps < self.limits[sl])
+        u = uniforms(self.keys[sl], steps, self.num_vq)
+        new = sample(logits, self.history[sl], self.rows(sl), ~forced, self.eos, u, top)
+        eos = live & ~forced & (new == self.eos).any(dim=-1)
+        take = live & ~eos
+        self.done[sl] |= eos
+        # a row that takes nothing writes at its `steps`, past what it keeps (the spare step at most)
+        self.hidden[self._arange[sl], steps] = hidden.float()
+        self.codes[sl] = torch.where(take.unsqueeze(1), new, self.codes[sl])
+        shifted = torch.cat([self.history[sl, :, 1:], new.unsqueeze(-1)], dim=-1)
+        self.history[sl] = torch.where(take.view(-1, 1, 1), shifted, self.history[sl])
+        self.steps[sl] += take.long()
+
+
+def advance(step: StepFn, rows: Rows, b: int, length: int, top: int) -> None:
+    """One decode step of rows 0..b-1 on the device, no host read: forward, accept, move on."""
+    hidden, logits = step(rows.codes[:b], rows.positions[:b], length)
+    rows.accept(slice(0, b), hidden, logits, top)
+    rows.positions[:b] += 1
