@@ -244,7 +244,7 @@ class Client:
         self._all: set[_Connection] = set()
         self._tls: ssl.SSLContext | None = None
 
-    def close(self) -> None:
+    async def close(self) -> None:
         for conn in self._all:
             conn.close()
         self._all.clear()
