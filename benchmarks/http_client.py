@@ -55,7 +55,7 @@ def load_clients(rev: str | None) -> dict[str, type]:
         try:
             return {"http1": importlib.import_module("ttsperf.bench.http1").Client, "aiohttp": aio.Client}
         except ImportError:
-            raise SystemExit("http1.py is not in this tree: give --http1-from REV (a commit that has it)") from None
+            raise SystemExit("no http1.py in this tree: give --http1-from REV (a commit with it)") from None
     src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:src/ttsperf/bench/http1.py"],
                          check=True, capture_output=True, text=True).stdout  # fmt: skip
     mod = types.ModuleType("http1_from_git")
@@ -99,8 +99,8 @@ class Serve:
     def __init__(self) -> None:
         port = free_port()
         self.url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "ttsperf", "serve", "--synthetic", "--config", "tiny", "--port", str(port),
-               "--max-queue", "4096", "--log-level", "warning"]  # fmt: skip
+        cmd = [sys.executable, "-m", "ttsperf", "serve", "--synthetic", "--config", "tiny",
+               "--port", str(port), "--max-queue", "4096", "--log-level", "warning"]  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -132,8 +132,9 @@ def measure(name: str, url: str, rates: list[float], clients: dict[str, type], r
             for c in order:
                 p, cpu_ms = one_point(clients[c], url, rate, n, warm)
                 got[c].append((p, cpu_ms))
-                print(f"{name} {rate:g}/s {c} #{rep + 1}: E2E p50 {fmt(p.latency_s.p50, 1000)} ms, "
-                      f"{p.throughput_rps:.1f} req/s, {p.requests - p.successes} errors", file=sys.stderr)  # fmt: skip
+                e2e, errors = fmt(p.latency_s.p50, 1000), p.requests - p.successes
+                print(f"{name} {rate:g}/s {c} #{rep + 1}: E2E p50 {e2e} ms, {p.throughput_rps:.1f} req/s, "
+                      f"{errors} errors", file=sys.stderr)  # fmt: skip
         rows.append((name, rate, n, warm, got))
     return rows
 
@@ -155,9 +156,10 @@ def cell(values: list[float | None], scale: float) -> tuple[str, tuple[float, fl
 
 def table(rows: list, clients: dict[str, type]) -> None:
     names = list(clients)
-    print("| server | req/s | n | figure | " + " | ".join(f"{c} median (min-max)" for c in names) + " | differs |")
+    heads = " | ".join(f"{c} median (min-max)" for c in names)
+    print(f"| server | req/s | n | figure | {heads} | differs |")
     print("|---|---|---|---|" + "---|" * len(names) + "---|")
-    for server, rate, n, warm, got in rows:
+    for server, rate, n, _warm, got in rows:
         figs = [*FIGURES, ("client CPU ms/req", None, 1)]
         for label, read, scale in figs:
             ranges, cells = [], []
@@ -168,7 +170,8 @@ def table(rows: list, clients: dict[str, type]) -> None:
                 ranges.append(rng)
             a, b = ranges
             differs = a is not None and b is not None and (a[1] < b[0] or b[1] < a[0])
-            print(f"| {server} | {rate:g} | {n} | {label} | " + " | ".join(cells) + f" | {'yes' if differs else ''} |")
+            mark = "yes" if differs else ""
+            print(f"| {server} | {rate:g} | {n} | {label} | " + " | ".join(cells) + f" | {mark} |")
 
 
 def main() -> None:
@@ -190,8 +193,10 @@ def main() -> None:
             rows += measure("serve", srv.url, rates, clients, repeats, a.quick)
     load1 = os.getloadavg()
     print(f"machine: {machine()}")
-    print(f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load0)}; "
-          f"after: {', '.join(f'{x:.2f}' for x in load1)}")
+    print(
+        f"load average (1, 5, 15 min) before: {', '.join(f'{x:.2f}' for x in load0)}; "
+        f"after: {', '.join(f'{x:.2f}' for x in load1)}"
+    )
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")
     print("mock: --service-time 0.05, openai adapter, stream=true, WAV; serve: --synthetic --config tiny")
     print()

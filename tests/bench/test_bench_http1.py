@@ -236,12 +236,15 @@ def test_a_reused_connection_closed_before_any_byte_is_resent_once_on_a_new_one(
     ("wire", "kind", "words"),
     [
         (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", "truncated", "95 bytes|5 of 100 bytes"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "truncated",
-         "last chunk|transfer length"),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+            "truncated",
+            "last chunk|transfer length",
+        ),
         (b"", "disconnected", "before a response"),
         (b"HTTP/1.1 200 OK\r\nContent-", "disconnected", "before a response"),
         (b"SMTP ready\r\n\r\n", "other", "not an HTTP/1.x response|bad response: .*SMTP"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "other", "(?i)bad chunk size|in chunk size"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "other", "chunk size"),
         (b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx", "other", r"'br'|\(br\)"),
     ],
 )
@@ -294,7 +297,8 @@ def test_query_and_headers_go_on_the_wire(mod):
         w.write(b"HTTP/1.1 204 No Content\r\n\r\n")
         await w.drain()
 
-    s = fetch_once(mod, answer, "GET", None, {"Authorization": "Bearer t0k"}, query="text=%E4%BD%A0&format=wav")
+    query = "text=%E4%BD%A0&format=wav"
+    s = fetch_once(mod, answer, "GET", None, {"Authorization": "Bearer t0k"}, query=query)
     assert s.status == 204 and s.body == b""
     assert seen[0].startswith("GET /x?text=%E4%BD%A0&format=wav HTTP/1.1\r\n")
     assert "Authorization: Bearer t0k\r\n" in seen[0] and "Host: 127.0.0.1:" in seen[0]

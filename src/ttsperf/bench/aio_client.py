@@ -112,7 +112,8 @@ class Client:
         except aiohttp.ServerDisconnectedError as exc:
             if ctx["head"]:
                 raise HttpError("truncated", f"connection closed mid-body ({exc})") from None
-            raise HttpError("disconnected", f"server closed the connection before a response ({exc})") from None
+            why = f"server closed the connection before a response ({exc})"
+            raise HttpError("disconnected", why) from None
         except aiohttp.ClientPayloadError as exc:
             raise _payload_error(exc) from None
         except aiohttp.ClientResponseError as exc:  # a head or chunk framing aiohttp could not parse
