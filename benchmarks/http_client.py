@@ -8,14 +8,15 @@ Per server and offered rate (open loop, constant arrivals, the same schedule for
 clients alternate (A B, B A, A B), 3 repeats each; printed per figure bench reports: the median over
 repeats and the spread (min-max). A figure "differs" when the two clients' spreads do not overlap.
 Client CPU is the bench process's CPU time (all threads, audio checks included) per request.
-With http1.py deleted from the tree, `--http1-from REV` loads it from that git revision.
+http1.py is no longer in the tree (this comparison is why): it is loaded from the last git revision
+that had it, or from `--http1-from REV`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import importlib
+import inspect
 import os
 import socket
 import statistics
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_common import MockServer, machine  # noqa: E402
 
 from ttsperf.bench.adapters import AdapterOptions, make_adapter  # noqa: E402
+from ttsperf.bench.aio_client import Client as AioClient  # noqa: E402
 from ttsperf.bench.metrics import summarize  # noqa: E402
 from ttsperf.bench.results import Strategy  # noqa: E402
 from ttsperf.bench.runner import Runner  # noqa: E402
@@ -50,17 +52,31 @@ FIGURES = [
 
 
 def load_clients(rev: str | None) -> dict[str, type]:
-    aio = importlib.import_module("ttsperf.bench.aio_client")
+    """http1 from the git revision before the one that deleted it (or from `rev`), beside aiohttp."""
+    path = "src/ttsperf/bench/http1.py"
     if rev is None:
-        try:
-            return {"http1": importlib.import_module("ttsperf.bench.http1").Client, "aiohttp": aio.Client}
-        except ImportError:
-            raise SystemExit("no http1.py in this tree: give --http1-from REV (a commit with it)") from None
-    src = subprocess.run(["git", "-C", str(ROOT), "show", f"{rev}:src/ttsperf/bench/http1.py"],
-                         check=True, capture_output=True, text=True).stdout  # fmt: skip
+        git = ["git", "-C", str(ROOT), "rev-list", "-n", "1", "HEAD", "--", path]
+        deleted = subprocess.run(git, check=True, capture_output=True, text=True).stdout.strip()
+        if not deleted:
+            raise SystemExit(f"no commit in this checkout's history touches {path}: give --http1-from REV")
+        rev = f"{deleted}^"
+    git = ["git", "-C", str(ROOT), "show", f"{rev}:{path}"]
+    src = subprocess.run(git, check=True, capture_output=True, text=True).stdout
     mod = types.ModuleType("http1_from_git")
-    exec(compile(src, f"{rev}:http1.py", "exec"), mod.__dict__)
-    return {"http1": mod.Client, "aiohttp": aio.Client}
+    exec(compile(src, f"{rev}:{path}", "exec"), mod.__dict__)
+    if inspect.iscoroutinefunction(mod.Client.close):
+        return {"http1": mod.Client, "aiohttp": AioClient}
+    return {"http1": _awaitable_close(mod.Client), "aiohttp": AioClient}
+
+
+def _awaitable_close(cls: type) -> type:
+    """http1 as first written closed synchronously; Runner awaits close() now."""
+
+    class Client(cls):
+        async def close(self) -> None:
+            super().close()
+
+    return Client
 
 
 def requests_for(rate: float, quick: bool) -> tuple[int, int]:

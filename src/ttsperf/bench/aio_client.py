@@ -1,5 +1,10 @@
 """bench's HTTP client on aiohttp: keep-alive pooling, bodies streamed to a sink, one deadline.
 
+It replaced a hand-written HTTP/1.1 client (`bench/http1.py`) that cost 0.1-1.1 ms less CPU per
+request but changed no figure bench reports beyond run-to-run spread at 1-1,000 req/s against the
+mock or `ttsperf serve` (benchmarks/http_client.py; docs/PERFORMANCE.md, "bench: the load-test
+client itself").
+
 A TTS load test needs little from its client: send one request on a pooled connection, hand each
 piece of the body to a sink the moment it arrives (so chunk and first-audio times are arrival
 times), and say how an exchange failed, in the error classes of `results.ERROR_CLASSES`. aiohttp

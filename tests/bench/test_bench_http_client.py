@@ -1,8 +1,9 @@
-"""bench's HTTP clients against real loopback sockets that answer with exact bytes.
+"""bench's HTTP client (aiohttp underneath) against real loopback sockets that answer with exact
+bytes.
 
 A raw asyncio server (not a framework) so each test controls the wire: chunked bodies split at
 awkward places, gzip, a body delimited by the close, keep-alive and a server that closes idle
-connections, malformed heads. Every test runs against each client module (`mod`).
+connections, malformed heads.
 """
 
 from __future__ import annotations
@@ -13,12 +14,7 @@ import re
 
 import pytest
 
-from ttsperf.bench import aio_client, http1
-
-
-@pytest.fixture(params=[http1, aio_client], ids=["http1", "aiohttp"])
-def mod(request):
-    return request.param
+from ttsperf.bench.aio_client import Client, HttpError
 
 
 class Collect:
@@ -68,12 +64,12 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def fetch_once(mod, answer, method="POST", body=b"{}", client_headers=None, **kw) -> Collect:
+def fetch_once(answer, method="POST", body=b"{}", client_headers=None, **kw) -> Collect:
     """One exchange with a raw server that answers with `answer`; the collected response."""
 
     async def main():
         server, url, _ = await raw_server(answer)
-        client = mod.Client(timeout_s=5, headers=client_headers)
+        client = Client(timeout_s=5, headers=client_headers)
         s = Collect()
         try:
             await client.fetch(method, url, body, s, **kw)
@@ -85,14 +81,14 @@ def fetch_once(mod, answer, method="POST", body=b"{}", client_headers=None, **kw
     return run(main())
 
 
-def test_content_length_bodies_reuse_one_connection(mod):
+def test_content_length_bodies_reuse_one_connection():
     async def answer(head, w):
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: audio/wav\r\nContent-Length: 5\r\n\r\nhello")
         await w.drain()
 
     async def main():
         server, url, stats = await raw_server(answer)
-        client = mod.Client(timeout_s=5)
+        client = Client(timeout_s=5)
         sinks = [Collect() for _ in range(5)]
         for s in sinks:
             await client.fetch("POST", url, b"{}", s)
@@ -106,7 +102,7 @@ def test_content_length_bodies_reuse_one_connection(mod):
     assert stats == {"connections": 1, "requests": 5}
 
 
-def test_chunked_body_split_anywhere_is_reassembled_and_streamed_piece_by_piece(mod):
+def test_chunked_body_split_anywhere_is_reassembled_and_streamed_piece_by_piece():
     payload = bytes(range(256)) * 40
 
     async def answer(head, w):
@@ -123,7 +119,7 @@ def test_chunked_body_split_anywhere_is_reassembled_and_streamed_piece_by_piece(
 
     async def main():
         server, url, stats = await raw_server(answer)
-        client = mod.Client(timeout_s=5)
+        client = Client(timeout_s=5)
         first, second = Collect(), Collect()
         await client.fetch("GET", url, None, first)
         await client.fetch("GET", url, None, second)  # the trailer was consumed: the connection is reusable
@@ -137,17 +133,17 @@ def test_chunked_body_split_anywhere_is_reassembled_and_streamed_piece_by_piece(
     assert stats["connections"] == 1
 
 
-def test_an_interim_response_is_skipped(mod):
+def test_an_interim_response_is_skipped():
     async def answer(head, w):
         w.write(b"HTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\n")
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         await w.drain()
 
-    s = fetch_once(mod, answer)
+    s = fetch_once(answer)
     assert s.status == 200 and s.body == b"ok"
 
 
-def test_gzip_body_is_inflated(mod):
+def test_gzip_body_is_inflated():
     payload = b"RIFF" + bytes(5000)
 
     async def answer(head, w):
@@ -155,10 +151,10 @@ def test_gzip_body_is_inflated(mod):
         w.write(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n" % len(z) + z)
         await w.drain()
 
-    assert fetch_once(mod, answer).body == payload
+    assert fetch_once(answer).body == payload
 
 
-def test_body_delimited_by_close_and_connection_close_are_honoured(mod):
+def test_body_delimited_by_close_and_connection_close_are_honoured():
     async def answer(head, w):
         w.write(b"HTTP/1.0 200 OK\r\nContent-Type: audio/wav\r\n\r\nuntil-eof")
         await w.drain()
@@ -166,7 +162,7 @@ def test_body_delimited_by_close_and_connection_close_are_honoured(mod):
 
     async def main():
         server, url, stats = await raw_server(answer)
-        client = mod.Client(timeout_s=5)
+        client = Client(timeout_s=5)
         sinks = [Collect(), Collect()]
         for s in sinks:
             await client.fetch("POST", url, b"{}", s)
@@ -180,7 +176,7 @@ def test_body_delimited_by_close_and_connection_close_are_honoured(mod):
 
 
 @pytest.mark.parametrize("pause", [0.05, 0.0])  # the close seen while pooled, or only once reused
-def test_a_pooled_connection_the_server_closed_is_replaced_not_counted_as_an_error(mod, pause):
+def test_a_pooled_connection_the_server_closed_is_replaced_not_counted_as_an_error(pause):
     async def answer(head, w):
         w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
         await w.drain()
@@ -188,7 +184,7 @@ def test_a_pooled_connection_the_server_closed_is_replaced_not_counted_as_an_err
 
     async def main():
         server, url, stats = await raw_server(answer)
-        client = mod.Client(timeout_s=5)
+        client = Client(timeout_s=5)
         out = []
         for _ in range(10):
             s = Collect()
@@ -203,7 +199,7 @@ def test_a_pooled_connection_the_server_closed_is_replaced_not_counted_as_an_err
     assert out == [b"ok"] * 10 and stats["requests"] >= 10
 
 
-def test_a_reused_connection_closed_before_any_byte_is_resent_once_on_a_new_one(mod):
+def test_a_reused_connection_closed_before_any_byte_is_resent_once_on_a_new_one():
     # The race the test above may or may not hit: the close arrives only after the next request
     # went out on the pooled connection. The server reads that request and hangs up unanswered.
     served = {"n": 0}
@@ -217,7 +213,7 @@ def test_a_reused_connection_closed_before_any_byte_is_resent_once_on_a_new_one(
 
     async def main():
         server, url, stats = await raw_server(answer)
-        client = mod.Client(timeout_s=5)
+        client = Client(timeout_s=5)
         out = []
         for _ in range(2):
             s = Collect()
@@ -235,20 +231,20 @@ def test_a_reused_connection_closed_before_any_byte_is_resent_once_on_a_new_one(
 @pytest.mark.parametrize(
     ("wire", "kind", "words"),
     [
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", "truncated", "95 bytes|5 of 100 bytes"),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", "truncated", "received 5 of 100 bytes"),
         (
             b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
             "truncated",
-            "last chunk|transfer length",
+            "transfer length",
         ),
         (b"", "disconnected", "before a response"),
         (b"HTTP/1.1 200 OK\r\nContent-", "disconnected", "before a response"),
-        (b"SMTP ready\r\n\r\n", "other", "not an HTTP/1.x response|bad response: .*SMTP"),
+        (b"SMTP ready\r\n\r\n", "other", "bad response: .*SMTP"),
         (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "other", "chunk size"),
-        (b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx", "other", r"'br'|\(br\)"),
+        (b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx", "other", r"\(br\)"),
     ],
 )
-def test_broken_responses_fail_with_their_class(mod, wire, kind, words):
+def test_broken_responses_fail_with_their_class(wire, kind, words):
     async def answer(head, w):
         w.write(wire)
         await w.drain()
@@ -256,9 +252,9 @@ def test_broken_responses_fail_with_their_class(mod, wire, kind, words):
 
     async def main():
         server, url, _ = await raw_server(answer)
-        client = mod.Client(timeout_s=5)
+        client = Client(timeout_s=5)
         try:
-            with pytest.raises(mod.HttpError) as err:
+            with pytest.raises(HttpError) as err:
                 await client.fetch("POST", url, b"{}", Collect())
         finally:
             await client.close()
@@ -266,19 +262,19 @@ def test_broken_responses_fail_with_their_class(mod, wire, kind, words):
         return err.value
 
     err = run(main())
-    assert err.kind == kind and re.search(words, str(err)), str(err)  # words: http1's|aiohttp's
+    assert err.kind == kind and re.search(words, str(err)), str(err)
 
 
-def test_a_silent_server_times_out_and_a_closed_port_is_a_connect_error(mod, free_port_url):
+def test_a_silent_server_times_out_and_a_closed_port_is_a_connect_error(free_port_url):
     async def answer(head, w):
         await asyncio.sleep(5)
 
     async def main():
         server, url, _ = await raw_server(answer)
-        client = mod.Client(timeout_s=0.3)
-        with pytest.raises(mod.HttpError) as slow:
+        client = Client(timeout_s=0.3)
+        with pytest.raises(HttpError) as slow:
             await client.fetch("POST", url, b"{}", Collect())
-        with pytest.raises(mod.HttpError) as refused:
+        with pytest.raises(HttpError) as refused:
             await client.fetch("POST", free_port_url, b"{}", Collect())
         await client.close()
         server.close()
@@ -289,7 +285,7 @@ def test_a_silent_server_times_out_and_a_closed_port_is_a_connect_error(mod, fre
     assert refused.kind == "connect"
 
 
-def test_query_and_headers_go_on_the_wire(mod):
+def test_query_and_headers_go_on_the_wire():
     seen = []
 
     async def answer(head, w):
@@ -298,13 +294,13 @@ def test_query_and_headers_go_on_the_wire(mod):
         await w.drain()
 
     query = "text=%E4%BD%A0&format=wav"
-    s = fetch_once(mod, answer, "GET", None, {"Authorization": "Bearer t0k"}, query=query)
+    s = fetch_once(answer, "GET", None, {"Authorization": "Bearer t0k"}, query=query)
     assert s.status == 204 and s.body == b""
     assert seen[0].startswith("GET /x?text=%E4%BD%A0&format=wav HTTP/1.1\r\n")
     assert "Authorization: Bearer t0k\r\n" in seen[0] and "Host: 127.0.0.1:" in seen[0]
 
 
-def test_https_with_a_trusted_certificate_and_a_clear_error_for_an_untrusted_one(mod, tmp_path, monkeypatch):
+def test_https_with_a_trusted_certificate_and_a_clear_error_for_an_untrusted_one(tmp_path, monkeypatch):
     import shutil
     import ssl
     import subprocess
@@ -329,18 +325,18 @@ def test_https_with_a_trusted_certificate_and_a_clear_error_for_an_untrusted_one
         url = f"https://127.0.0.1:{server.sockets[0].getsockname()[1]}/x"
         if trusted:
             monkeypatch.setenv("SSL_CERT_FILE", str(cert))  # read by ssl.create_default_context
-        client = mod.Client(timeout_s=5)
+        client = Client(timeout_s=5)
         s = Collect()
         try:
             await client.fetch("GET", url, None, s)
             return s.body
-        except mod.HttpError as exc:
+        except HttpError as exc:
             return exc
         finally:
             await client.close()
             server.close()
 
     untrusted = run(main(trusted=False))
-    assert isinstance(untrusted, mod.HttpError) and untrusted.kind == "connect"
+    assert isinstance(untrusted, HttpError) and untrusted.kind == "connect"
     assert "certificate" in str(untrusted).lower()
     assert run(main(trusted=True)) == b"sec"
