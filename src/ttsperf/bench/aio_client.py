@@ -20,6 +20,7 @@ bench mostly POSTs).
 from __future__ import annotations
 
 import asyncio
+import re
 import ssl
 from types import SimpleNamespace
 
@@ -44,6 +45,10 @@ class Sink:
     def head(self, status: int, headers: dict[str, str]) -> None: ...
 
     def data(self, piece: bytes) -> None: ...
+
+
+# The server closed or reset the connection (not a connect failure: those are caught before these).
+_DROPPED = (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError, ConnectionResetError)
 
 
 async def _mark_reused(session: object, ctx: SimpleNamespace, params: object) -> None:
@@ -95,26 +100,27 @@ class Client:
                 self._tls = ssl.create_default_context()
             tls = self._tls
         headers = {"Content-Type": content_type} if body is not None else None
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout_s  # one deadline for the exchange, a resend included
         try:
-            async with asyncio.timeout(self.timeout_s):
-                for attempt in (0, 1):
-                    ctx = {"reused": False, "head": False}
-                    try:
-                        await self._exchange(method, target, body, headers, tls, sink, ctx)
-                        return
-                    except aiohttp.ServerDisconnectedError:
-                        # A pooled connection the server had already closed fails before a single
-                        # byte: the client's stale socket, not the server's fault; resend once.
-                        if attempt == 0 and ctx["reused"] and not ctx["head"]:
-                            continue
-                        raise
-        except TimeoutError:
+            for attempt in (0, 1):
+                ctx = {"reused": False, "head": False}
+                # aiohttp's total covers connecting, sending and reading the whole body.
+                timeout = aiohttp.ClientTimeout(total=max(deadline - loop.time(), 0.001))
+                try:
+                    await self._exchange(method, target, body, headers, tls, timeout, sink, ctx)
+                    return
+                except _DROPPED:
+                    # A pooled connection the server had already closed fails before a single
+                    # byte: the client's stale socket, not the server's fault; resend once.
+                    if attempt == 0 and ctx["reused"] and not ctx["head"]:
+                        continue
+                    raise
+        except asyncio.TimeoutError:  # aiohttp's timeout errors are asyncio's too
             raise HttpError("timeout", f"no complete response within {self.timeout_s:g} s") from None
-        except aiohttp.ClientConnectorCertificateError as exc:
+        except aiohttp.ClientConnectorError as exc:  # refused, unresolvable, or a certificate refused
             raise HttpError("connect", f"cannot connect to {target.host}:{target.port}: {exc}") from None
-        except aiohttp.ClientConnectorError as exc:
-            raise HttpError("connect", f"cannot connect to {target.host}:{target.port}: {exc}") from None
-        except aiohttp.ServerDisconnectedError as exc:
+        except _DROPPED as exc:
             if ctx["head"]:
                 raise HttpError("truncated", f"connection closed mid-body ({exc})") from None
             why = f"server closed the connection before a response ({exc})"
@@ -133,11 +139,12 @@ class Client:
         body: bytes | None,
         headers: dict[str, str] | None,
         tls: ssl.SSLContext | bool,
+        timeout: aiohttp.ClientTimeout,
         sink: Sink,
         ctx: dict,
     ) -> None:
         async with self._session.request(  # type: ignore[union-attr]
-            method, target, data=body, headers=headers, ssl=tls, trace_request_ctx=ctx
+            method, target, data=body, headers=headers, ssl=tls, timeout=timeout, trace_request_ctx=ctx
         ) as resp:
             ctx["head"] = True
             sink.head(resp.status, {k.lower(): v for k, v in resp.headers.items()})
@@ -149,9 +156,15 @@ def _payload_error(exc: aiohttp.ClientPayloadError) -> HttpError:
     """aiohttp raises one class for a body cut short and a body it cannot parse; its cause says which."""
     cause = exc.__cause__ or exc
     why = _one_line(getattr(cause, "message", None) or str(cause))
-    if "not completed" in str(exc) or "Not enough data" in why:
-        return HttpError("truncated", f"connection closed mid-body ({why})")
-    return HttpError("other", f"bad body: {why}")
+    if "not completed" not in str(exc) and "Not enough data" not in why:
+        return HttpError("other", f"bad body: {why}")
+    # Said as bench has always said it, so error details (and reports) read the same.
+    got = re.search(r"received (\d+) of (\d+) bytes", why)
+    if got:
+        why = f"{int(got[2]) - int(got[1])} bytes of the declared length missing"
+    elif "transfer length" in why:
+        why = "chunked body without its last chunk"
+    return HttpError("truncated", f"connection closed mid-body ({why})")
 
 
 def _one_line(text: str) -> str:
