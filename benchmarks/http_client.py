@@ -6,7 +6,7 @@ aiohttp, side by side, at the rates TTS servers see (1-1,000 req/s), against the
 
 Per server and offered rate (open loop, constant arrivals, the same schedule for both), the two
 clients alternate (A B, B A, A B), 3 repeats each; printed per figure bench reports: the median over
-repeats and the spread (min-max). A figure "differs" when the two clients' spreads do not overlap.
+repeats and the spread (min-max); then the figures whose two spreads do not overlap.
 Client CPU is the bench process's CPU time (all threads, audio checks included) per request.
 http1.py is no longer in the tree (this comparison is why): it is loaded from the last git revision
 that had it, or from `--http1-from REV`.
@@ -166,28 +166,33 @@ def cell(values: list[float | None], scale: float) -> tuple[str, tuple[float, fl
     xs = [v for v in values if v is not None]
     if not xs:
         return "n/a", None
+    if all(isinstance(x, int) for x in xs):  # counts (errors)
+        return f"{statistics.median(xs):g} ({min(xs)}-{max(xs)})", (min(xs), max(xs))
     med = statistics.median(xs)
     return f"{fmt(med, scale)} ({fmt(min(xs), scale)}-{fmt(max(xs), scale)})", (min(xs), max(xs))
 
 
 def table(rows: list, clients: dict[str, type]) -> None:
-    names = list(clients)
-    heads = " | ".join(f"{c} median (min-max)" for c in names)
-    print(f"| server | req/s | n | figure | {heads} | differs |")
-    print("|---|---|---|---|" + "---|" * len(names) + "---|")
+    """One row per server, rate and client: median (min-max) of each figure; then what differs."""
+    figs = [*FIGURES, ("client CPU ms/req", None, 1000)]
+    print("| server | req/s | n | client | " + " | ".join(f[0] for f in figs) + " |")
+    print("|---|---|---|---|" + "---|" * len(figs))
+    differs = []
     for server, rate, n, _warm, got in rows:
-        figs = [*FIGURES, ("client CPU ms/req", None, 1)]
-        for label, read, scale in figs:
-            ranges, cells = [], []
-            for c in names:
+        ranges: dict[str, list] = {}
+        for c in clients:
+            cells = []
+            for label, read, scale in figs:
                 vals = [cpu / 1000 if read is None else read(p) for p, cpu in got[c]]
-                text, rng = cell(vals, 1000 if read is None else scale)
+                text, rng = cell(vals, scale)
                 cells.append(text)
-                ranges.append(rng)
-            a, b = ranges
-            differs = a is not None and b is not None and (a[1] < b[0] or b[1] < a[0])
-            mark = "yes" if differs else ""
-            print(f"| {server} | {rate:g} | {n} | {label} | " + " | ".join(cells) + f" | {mark} |")
+                ranges.setdefault(label, []).append(rng)
+            print(f"| {server} | {rate:g} | {n} | {c} | " + " | ".join(cells) + " |")
+        for label, (a, b) in ranges.items():
+            if a is not None and b is not None and (a[1] < b[0] or b[1] < a[0]):
+                differs.append(f"{server} {rate:g} req/s {label}")
+    print()
+    print("spreads that do not overlap: " + ("; ".join(differs) if differs else "none"))
 
 
 def main() -> None:
