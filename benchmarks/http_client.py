@@ -2,21 +2,20 @@
 aiohttp, side by side, at the rates TTS servers see (1-1,000 req/s), against the mock and a real
 `ttsperf serve --synthetic --config tiny` on loopback.
 
-    flock /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/http_client.py [--quick] [--http1-from REV]
+    flock /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/http_client.py [--quick] [--aiohttp-from REV]
 
 Per server and offered rate (open loop, constant arrivals, the same schedule for both), the two
 clients alternate (A B, B A, A B), 3 repeats each; printed per figure bench reports: the median over
 repeats and the spread (min-max); then the figures whose two spreads do not overlap.
 Client CPU is the bench process's CPU time (all threads, audio checks included) per request.
-http1.py is no longer in the tree (this comparison is why): it is loaded from the last git revision
-that had it, or from `--http1-from REV`.
+The aiohttp client is no longer in the tree (this comparison is why): it is loaded from the last git
+revision that had it (`bench/aio_client.py`), or from `--aiohttp-from REV`.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import inspect
 import os
 import socket
 import statistics
@@ -32,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_common import MockServer, machine  # noqa: E402
 
 from ttsperf.bench.adapters import AdapterOptions, make_adapter  # noqa: E402
-from ttsperf.bench.aio_client import Client as AioClient  # noqa: E402
+from ttsperf.bench.http1 import Client as Http1Client  # noqa: E402
 from ttsperf.bench.metrics import summarize  # noqa: E402
 from ttsperf.bench.results import Strategy  # noqa: E402
 from ttsperf.bench.runner import Runner  # noqa: E402
@@ -52,31 +51,20 @@ FIGURES = [
 
 
 def load_clients(rev: str | None) -> dict[str, type]:
-    """http1 from the git revision before the one that deleted it (or from `rev`), beside aiohttp."""
-    path = "src/ttsperf/bench/http1.py"
+    """bench's http1 from the tree; the aiohttp client it was measured against from git history:
+    the revision before the one that deleted it, or `rev`."""
+    path = "src/ttsperf/bench/aio_client.py"
     if rev is None:
         git = ["git", "-C", str(ROOT), "rev-list", "-n", "1", "HEAD", "--", path]
         deleted = subprocess.run(git, check=True, capture_output=True, text=True).stdout.strip()
         if not deleted:
-            raise SystemExit(f"no commit in this checkout's history touches {path}: give --http1-from REV")
+            raise SystemExit(f"no commit in this checkout's history touches {path}: give --aiohttp-from REV")
         rev = f"{deleted}^"
     git = ["git", "-C", str(ROOT), "show", f"{rev}:{path}"]
     src = subprocess.run(git, check=True, capture_output=True, text=True).stdout
-    mod = types.ModuleType("http1_from_git")
+    mod = types.ModuleType("aio_client_from_git")
     exec(compile(src, f"{rev}:{path}", "exec"), mod.__dict__)
-    if inspect.iscoroutinefunction(mod.Client.close):
-        return {"http1": mod.Client, "aiohttp": AioClient}
-    return {"http1": _awaitable_close(mod.Client), "aiohttp": AioClient}
-
-
-def _awaitable_close(cls: type) -> type:
-    """http1 as first written closed synchronously; Runner awaits close() now."""
-
-    class Client(cls):
-        async def close(self) -> None:
-            super().close()
-
-    return Client
+    return {"http1": Http1Client, "aiohttp": mod.Client}
 
 
 def requests_for(rate: float, quick: bool) -> tuple[int, int]:
@@ -198,11 +186,11 @@ def table(rows: list, clients: dict[str, type]) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="1 repeat, a few requests per rate")
-    ap.add_argument("--http1-from", default=None, help="git revision to load bench/http1.py from")
+    ap.add_argument("--aiohttp-from", default=None, help="git revision to load bench/aio_client.py from")
     ap.add_argument("--rates", default="1,10,100,1000", help="offered req/s against the mock")
     ap.add_argument("--serve-rates", default="1,4", help="offered req/s against ttsperf serve")
     a = ap.parse_args()
-    clients = load_clients(a.http1_from)
+    clients = load_clients(a.aiohttp_from)
     repeats = 1 if a.quick else 3
     load0 = os.getloadavg()
     rows = []

@@ -18,9 +18,9 @@ from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlencode
 
 from ttsperf.bench.adapters import Adapter
-from ttsperf.bench.aio_client import Client, HttpError, Sink
 from ttsperf.bench.arrivals import parse_arrival, schedule
 from ttsperf.bench.audio_checks import BadAudio, check_body, parse_wav_header
+from ttsperf.bench.http1 import Client, HttpError, Sink
 from ttsperf.bench.results import RequestRecord, Strategy
 from ttsperf.bench.texts import Workload, expected_seconds
 
