@@ -1,4 +1,4 @@
-"""The lean HTTP/1.1 client against real loopback sockets that answer with exact bytes.
+"""bench's HTTP/1.1 client against real loopback sockets that answer with exact bytes.
 
 A raw asyncio server (not a framework) so each test controls the wire: chunked bodies split at
 awkward places, gzip, a body delimited by the close, keep-alive and a server that closes idle
@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import gzip
+import re
 
 import pytest
 
-from ttsperf.bench.http1 import Client, HttpError, Sink
+from ttsperf.bench.http1 import Client, HttpError
 
 
-class Collect(Sink):
+class Collect:
     def __init__(self) -> None:
         self.status: int | None = None
         self.headers: dict[str, str] = {}
@@ -62,6 +63,26 @@ def run(coro):
     return asyncio.run(coro)
 
 
+def exchanges(answer, n: int, pause: float = 0.0) -> tuple[list[Collect], dict]:
+    """n POSTs one after another on one client, `pause` s apart; the responses and the server's stats."""
+
+    async def main():
+        server, url, stats = await raw_server(answer)
+        client = Client(timeout_s=5)
+        sinks = []
+        try:
+            for _ in range(n):
+                sinks.append(Collect())
+                await client.fetch("POST", url, b"{}", sinks[-1])
+                await asyncio.sleep(pause)
+        finally:
+            await client.close()
+            server.close()
+        return sinks, stats
+
+    return run(main())
+
+
 def fetch_once(answer, method="POST", body=b"{}", client_headers=None, **kw) -> Collect:
     """One exchange with a raw server that answers with `answer`; the collected response."""
 
@@ -72,7 +93,7 @@ def fetch_once(answer, method="POST", body=b"{}", client_headers=None, **kw) -> 
         try:
             await client.fetch(method, url, body, s, **kw)
         finally:
-            client.close()
+            await client.close()
             server.close()
         return s
 
@@ -84,17 +105,7 @@ def test_content_length_bodies_reuse_one_connection():
         w.write(b"HTTP/1.1 200 OK\r\nContent-Type: audio/wav\r\nContent-Length: 5\r\n\r\nhello")
         await w.drain()
 
-    async def main():
-        server, url, stats = await raw_server(answer)
-        client = Client(timeout_s=5)
-        sinks = [Collect() for _ in range(5)]
-        for s in sinks:
-            await client.fetch("POST", url, b"{}", s)
-        client.close()
-        server.close()
-        return sinks, stats
-
-    sinks, stats = run(main())
+    sinks, stats = exchanges(answer, 5)
     assert [s.body for s in sinks] == [b"hello"] * 5
     assert sinks[0].status == 200 and sinks[0].headers["content-type"] == "audio/wav"
     assert stats == {"connections": 1, "requests": 5}
@@ -121,7 +132,7 @@ def test_chunked_body_split_anywhere_is_reassembled_and_streamed_piece_by_piece(
         first, second = Collect(), Collect()
         await client.fetch("GET", url, None, first)
         await client.fetch("GET", url, None, second)  # the trailer was consumed: the connection is reusable
-        client.close()
+        await client.close()
         server.close()
         return first, second, stats
 
@@ -158,17 +169,7 @@ def test_body_delimited_by_close_and_connection_close_are_honoured():
         await w.drain()
         return "close"
 
-    async def main():
-        server, url, stats = await raw_server(answer)
-        client = Client(timeout_s=5)
-        sinks = [Collect(), Collect()]
-        for s in sinks:
-            await client.fetch("POST", url, b"{}", s)
-        client.close()
-        server.close()
-        return sinks, stats
-
-    sinks, stats = run(main())
+    sinks, stats = exchanges(answer, 2)
     assert [s.body for s in sinks] == [b"until-eof"] * 2
     assert stats["connections"] == 2
 
@@ -180,32 +181,46 @@ def test_a_pooled_connection_the_server_closed_is_replaced_not_counted_as_an_err
         await w.drain()
         return "close"  # closes without saying Connection: close, as idle timeouts do
 
-    async def main():
-        server, url, stats = await raw_server(answer)
-        client = Client(timeout_s=5)
-        out = []
-        for _ in range(10):
-            s = Collect()
-            await client.fetch("POST", url, b"{}", s)
-            await asyncio.sleep(pause)
-            out.append(s.body)
-        client.close()
-        server.close()
-        return out, stats
-
-    out, stats = run(main())
+    sinks, stats = exchanges(answer, 10, pause)
+    out = [s.body for s in sinks]
     assert out == [b"ok"] * 10 and stats["requests"] >= 10
+
+
+def test_a_reused_connection_closed_before_any_byte_is_resent_once_on_a_new_one():
+    # The race the test above may or may not hit: the close arrives only after the next request
+    # went out on the pooled connection. The server reads that request and hangs up unanswered.
+    served = {"n": 0}
+
+    async def answer(head, w):
+        served["n"] += 1
+        if served["n"] == 2:
+            return "close"
+        w.write(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+        await w.drain()
+
+    sinks, stats = exchanges(answer, 2)
+    out = [s.body for s in sinks]
+    assert out == [b"ok", b"ok"]
+    assert stats == {"connections": 2, "requests": 3}
 
 
 @pytest.mark.parametrize(
     ("wire", "kind", "words"),
     [
-        (b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort", "truncated", "95 bytes"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n", "truncated", "last chunk"),
+        (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nshort",
+            "truncated",
+            "95 bytes of the declared",
+        ),
+        (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+            "truncated",
+            "without its last chunk",
+        ),
         (b"", "disconnected", "before a response"),
         (b"HTTP/1.1 200 OK\r\nContent-", "disconnected", "before a response"),
         (b"SMTP ready\r\n\r\n", "other", "not an HTTP/1.x response"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "other", "bad chunk size"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "other", "chunk size"),
         (b"HTTP/1.1 200 OK\r\nContent-Encoding: br\r\nContent-Length: 1\r\n\r\nx", "other", "'br'"),
     ],
 )
@@ -222,12 +237,12 @@ def test_broken_responses_fail_with_their_class(wire, kind, words):
             with pytest.raises(HttpError) as err:
                 await client.fetch("POST", url, b"{}", Collect())
         finally:
-            client.close()
+            await client.close()
             server.close()
         return err.value
 
     err = run(main())
-    assert err.kind == kind and words in str(err)
+    assert err.kind == kind and re.search(words, str(err)), str(err)
 
 
 def test_a_silent_server_times_out_and_a_closed_port_is_a_connect_error(free_port_url):
@@ -241,7 +256,7 @@ def test_a_silent_server_times_out_and_a_closed_port_is_a_connect_error(free_por
             await client.fetch("POST", url, b"{}", Collect())
         with pytest.raises(HttpError) as refused:
             await client.fetch("POST", free_port_url, b"{}", Collect())
-        client.close()
+        await client.close()
         server.close()
         return slow.value, refused.value
 
@@ -258,7 +273,8 @@ def test_query_and_headers_go_on_the_wire():
         w.write(b"HTTP/1.1 204 No Content\r\n\r\n")
         await w.drain()
 
-    s = fetch_once(answer, "GET", None, {"Authorization": "Bearer t0k"}, query="text=%E4%BD%A0&format=wav")
+    query = "text=%E4%BD%A0&format=wav"
+    s = fetch_once(answer, "GET", None, {"Authorization": "Bearer t0k"}, query=query)
     assert s.status == 204 and s.body == b""
     assert seen[0].startswith("GET /x?text=%E4%BD%A0&format=wav HTTP/1.1\r\n")
     assert "Authorization: Bearer t0k\r\n" in seen[0] and "Host: 127.0.0.1:" in seen[0]
@@ -297,7 +313,7 @@ def test_https_with_a_trusted_certificate_and_a_clear_error_for_an_untrusted_one
         except HttpError as exc:
             return exc
         finally:
-            client.close()
+            await client.close()
             server.close()
 
     untrusted = run(main(trusted=False))

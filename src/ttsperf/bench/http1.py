@@ -7,6 +7,12 @@ client does only what a TTS load test needs: send one request on a pooled connec
 piece of the body to a sink the moment it arrives (so chunk times are arrival times), and say
 precisely how an exchange failed, in the error classes of `results.ERROR_CLASSES`.
 
+Measured against an aiohttp client of the same interface (benchmarks/http_client.py, issue 13;
+docs/PERFORMANCE.md, "bench: the load-test client itself"), aiohttp added 0.4-0.9 ms to E2E
+and TTFA p50 at 1-1,000 req/s against the mock on an idle machine, outside the repeats' spread
+(40 ms to E2E p50 at 1,000 req/s with the 2 cores contended; without its trace hook and cookie
+jar too): a load tester's own overhead is a bias in every latency it reports.
+
     client = Client(timeout_s=60)
     await client.fetch("POST", "http://127.0.0.1:8080/invoke", b'{"text": "hi"}', sink)
 """
@@ -244,7 +250,7 @@ class Client:
         self._all: set[_Connection] = set()
         self._tls: ssl.SSLContext | None = None
 
-    def close(self) -> None:
+    async def close(self) -> None:
         for conn in self._all:
             conn.close()
         self._all.clear()

@@ -106,6 +106,7 @@ class Runner:
         on_done: Callable[[RequestRecord], None] | None = None,
         epoch: float | None = None,
         headers: dict[str, str] | None = None,
+        client: Callable[[float, dict[str, str] | None], Client] = Client,
     ) -> None:
         self.adapter, self.urls, self.workload = adapter, list(urls), workload
         self.timeout_s = timeout_s
@@ -114,7 +115,7 @@ class Runner:
         self.epoch = time.perf_counter() if epoch is None else epoch
         self.records: list[RequestRecord] = []
         self.in_flight = self.max_in_flight = 0
-        self._client = Client(timeout_s, headers)
+        self._client = client(timeout_s, headers)
         # Decoding compressed audio takes milliseconds: it runs in a thread (the decoders release
         # the GIL) so it never holds up a send. WAV and PCM checks take microseconds and run inline.
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="bench-audio")
@@ -127,7 +128,7 @@ class Runner:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self._client.close()
+        await self._client.close()
         self._pool.shutdown(wait=False)
 
     # -- one request ---------------------------------------------------------------------------

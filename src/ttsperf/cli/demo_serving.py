@@ -11,9 +11,8 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
-
-import httpx
 
 from ttsperf.errors import UserError
 
@@ -37,9 +36,10 @@ def start_server(config: str, device: str, max_batch: int, log: Path, timeout: f
         if proc.poll() is not None:
             raise UserError(f"the demo server exited with code {proc.returncode}; see {log}")
         try:
-            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
+            with urllib.request.urlopen(f"{url}/readyz", timeout=2) as resp:
+                if resp.status == 200:
+                    return proc, url
+        except OSError:  # not listening yet, or 503 while loading (urllib's HTTPError is an OSError)
             pass
         time.sleep(0.5)
     stop_server(proc)

@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import json
 import os
+import urllib.error
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -201,19 +204,20 @@ def from_profile(path: Path) -> Deployment:
 def fetch_healthz(url: str, timeout: float = 10.0) -> Deployment:
     """GET URL/healthz. A server without one is a deployment we know nothing about, not an error;
     one that cannot be reached is a usage error (the URL is wrong or the server is down)."""
-    import httpx
-
     base = url.rstrip("/")
     try:
-        resp = httpx.get(f"{base}/healthz", timeout=timeout)
-    except httpx.HTTPError as exc:
+        with urllib.request.urlopen(f"{base}/healthz", timeout=timeout) as resp:
+            status, raw = resp.status, resp.read()
+    except urllib.error.HTTPError as exc:  # an answer all the same: what it says is read below
+        status, raw = exc.code, exc.read()
+    except (OSError, ValueError) as exc:  # unreachable, timed out, or not an http(s) URL
         raise UserError(f"--url {url}: cannot reach {base}/healthz ({type(exc).__name__}: {exc})") from None
     try:
-        body = resp.json()
+        body = json.loads(raw)
     except ValueError:
         body = None
     if not isinstance(body, dict):
-        return Deployment(source=f"{base} (no JSON /healthz: HTTP {resp.status_code})")
+        return Deployment(source=f"{base} (no JSON /healthz: HTTP {status})")
     return from_healthz(f"{base}/healthz", body)
 
 

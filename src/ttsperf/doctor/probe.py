@@ -9,7 +9,10 @@ row) from continuous batching; that needs mixed lengths and is not probed.
 
 from __future__ import annotations
 
+import json
 import time
+import urllib.error
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 
 from ttsperf.errors import UserError
@@ -20,33 +23,37 @@ SERIAL_BELOW = 1.5  # speed-up of N at once over N one after another: under it, 
 
 def probe_batching(url: str, concurrency: int = 4, timeout: float = 300.0) -> tuple[str, str]:
     """-> ("none" | "concurrent", evidence)."""
-    import httpx
-
     base = url.rstrip("/")
+    body = json.dumps({"text": PROBE_TEXT}).encode()
 
-    def post(client: httpx.Client) -> None:
+    def post() -> None:
+        req = urllib.request.Request(f"{base}/invoke", body, {"Content-Type": "application/json"})
         try:
-            resp = client.post(f"{base}/invoke", json={"text": PROBE_TEXT})
-        except httpx.HTTPError as exc:
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                resp.read()
+                status = resp.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except (OSError, ValueError) as exc:
             raise UserError(
                 f"--url {url}: probe POST {base}/invoke failed ({type(exc).__name__}: {exc})"
             ) from None
-        if resp.status_code != 200:
+        if status != 200:
             raise UserError(
-                f"--url {url}: probe POST {base}/invoke answered HTTP {resp.status_code}; "
+                f"--url {url}: probe POST {base}/invoke answered HTTP {status}; "
                 'expected 200 (the guide\'s API: {"text": ...} -> WAV)'
             )
 
-    limits = httpx.Limits(max_connections=concurrency)
-    with httpx.Client(timeout=timeout, limits=limits) as client:
-        post(client)  # warm-up: connection, lazy initialisation
+    # One connection per request (urllib keeps none alive): a loopback connect costs well under a
+    # millisecond, against the seconds of a synthesis being compared.
+    post()  # warm-up: lazy initialisation on the server
+    t0 = time.perf_counter()
+    post()
+    alone = time.perf_counter() - t0
+    with ThreadPoolExecutor(concurrency) as pool:
         t0 = time.perf_counter()
-        post(client)
-        alone = time.perf_counter() - t0
-        with ThreadPoolExecutor(concurrency) as pool:
-            t0 = time.perf_counter()
-            list(pool.map(lambda _: post(client), range(concurrency)))
-            together = time.perf_counter() - t0
+        list(pool.map(lambda _: post(), range(concurrency)))
+        together = time.perf_counter() - t0
     speedup = concurrency * alone / together
     evidence = (
         f"probe: one request {alone:.2f} s, {concurrency} at once {together:.2f} s "
