@@ -260,8 +260,9 @@ def _search(
 ) -> tuple[Searched, list[str]]:
     """The best setting for this card: the most load per GPU meeting the SLO, and what was tried.
 
-    Modes are tried from the least overhead up; a mode is skipped when one with less overhead and
-    at least its batch was tried (the same step with more overhead carries no more load). The
+    Modes are tried from the least overhead up; a mode is skipped when one with less overhead was
+    tried and had at least its batch or was not stopped by its batch (the same step with more
+    overhead carries no more load). The
     first chunk moves from the official 24 steps (or --first-chunk-steps) in the direction that
     relieves what binds: smaller while TTFA binds, larger while underruns do.
     """
@@ -325,7 +326,7 @@ def _search(
     if fcs:
         how += "; first chunk " + ", ".join(map(str, fcs)) + f" with {best.candidate.mode.name}"
     if skipped:
-        how += f"; {', '.join(skipped)} not simulated (more overhead per step, no larger batch)"
+        how += f"; {', '.join(skipped)} not simulated (more overhead per step; a larger batch would not help)"
     return best, [how]
 
 
