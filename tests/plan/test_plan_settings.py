@@ -144,14 +144,35 @@ def test_cpu_profile_keeps_its_dtype_its_row_apart_and_takes_a_price(profile_fil
 
 
 @pytest.mark.slow
-def test_plan_at_80_columns_cuts_nothing_and_names_every_card_in_full():
-    r = _cli("plan", "--scenario", "realtime", *FEW, columns=80)
+@pytest.mark.parametrize(
+    "load",
+    [
+        ["--scenario", "realtime"],
+        ["--scenario", "offline"],  # req/s ranges are wider than stream counts
+        ["--scenario", "offline", "--rate", "5000"],  # three-digit GPU counts beside three-digit rates
+        ["--scenario", "realtime", "--streams", "5000"],
+        [],  # all three scenarios, as `ttsperf plan` prints by default
+    ],
+    ids=["realtime", "offline", "offline-5000rps", "realtime-5000", "all"],
+)
+def test_plan_at_80_columns_cuts_nothing_and_names_every_card_in_full(load):
+    r = _cli("plan", *load, *FEW, columns=80)
     assert r.returncode == 0, r.stderr
     assert "…" not in r.stdout
     assert max(len(line) for line in r.stdout.splitlines()) <= 80
-    names = json.loads(_cli("plan", "--scenario", "realtime", *FEW, "--json").stdout)["scenarios"][0]["rows"]
-    for row in names:
-        assert any(line.startswith(row["gpu"] + " ") for line in r.stdout.splitlines()), row["gpu"]
+    lines = r.stdout.splitlines()
+    for sc in json.loads(_cli("plan", *load, *FEW, "--json").stdout)["scenarios"]:
+        rows = [row for row in sc["rows"] if row["device"] == "gpu"]
+        for row in rows:
+            assert any(line.startswith(row["gpu"] + " ") for line in lines), row["gpu"]
+        # what binds is always on screen: once above the table when every card shares it, else a column
+        title = next(i for i, line in enumerate(lines) if line.startswith(sc["scenario"] + ":"))
+        block = "\n".join(lines[title : title + 4])
+        bindings = {row["binding"] for row in rows}
+        if len(bindings) == 1:
+            assert f"every card is bound by {bindings.pop()}" in block
+        else:
+            assert "binds" in block and all(any(b in line for line in lines) for b in bindings)
 
 
 @pytest.mark.slow

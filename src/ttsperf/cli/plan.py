@@ -101,14 +101,21 @@ def setting_cell(r: PlanRow) -> str:
     return f"{_SHORT_MODE.get(st.mode, st.mode)} {st.dtype} c{st.first_chunk_steps}"
 
 
+def _rate(x: float) -> str:
+    """A req/s figure as short as its precision allows: whole from 10 up (the range says how sure)."""
+    return f"{x:.0f}" if x >= 9.5 else f"{x:.2g}"
+
+
 def _capacity_cell(r: PlanRow, streams: bool) -> str:
     if not r.fits:
         return "no fit"
-    cap = str(r.max_streams) if streams else _f(r.max_rate_rps, ".3g")
+    if r.max_streams is None if streams else r.max_rate_rps is None:
+        return "-"
+    cap = str(r.max_streams) if streams else _rate(r.max_rate_rps)
     span = r.max_streams_range if streams else r.max_rate_range
     if span:
         lo, hi = span
-        cap += f" ({lo}-{hi})" if streams else f" ({lo:.3g}-{hi:.3g})"
+        cap += f" ({lo}-{hi})" if streams else f" ({_rate(lo)}-{_rate(hi)})"
     return cap
 
 
@@ -128,29 +135,34 @@ def _title(sc: ScenarioPlan) -> str:
 def _compact_table(sc: ScenarioPlan, console: Console) -> None:
     """The answer per card in 80 columns: setting, capacity with its range, GPUs, cost, binding."""
     streams = sc.load["kind"] == "streams"
+    rows = [r for r in sc.rows if r.device == "gpu"]
     console.print(f"[bold]{_title(sc)}[/bold]", highlight=False)
+    bindings = {r.binding or "-" for r in rows}
+    one_binding = len(bindings) == 1 and "-" not in bindings  # said once, not in a column of repeats
+    if one_binding:
+        console.print(f"every card is bound by {bindings.pop()}", highlight=False)
     # no box: its dividers would take the 80 columns' last few
     t = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
     per_gpu = "streams\nper GPU" if streams else "req/s\nper GPU"
-    for col in ("GPU", "setting", per_gpu, "GPUs", "$/h", "$/audio\nhour", "binds"):
+    cols = ("GPU", "setting", per_gpu, "GPUs", "$/h", "$/audio\nhour") + (() if one_binding else ("binds",))
+    for col in cols:
         t.add_column(col, justify="left" if col in ("GPU", "setting", "binds") else "right", no_wrap=True)
     notes = []
-    for r in sc.rows:
-        if r.device != "gpu":
-            continue
+    for r in rows:
         price = "" if r.usd_per_gpu_hour is None else _price_mark(r)
-        t.add_row(
+        cells = [
             r.gpu + (" (fit)" if _fitted(r) else ""),
             setting_cell(r),
             _capacity_cell(r, streams),
             _gpus_cell(sc, r),
-            _f(r.usd_per_hour, ".2f") + price,
+            _f(r.usd_per_hour, ".2f" if (r.usd_per_hour or 0) < 99.5 else ".0f") + price,
             _f(r.usd_per_audio_hour, ".4f"),
-            r.binding or "-",
-            style=None if r.meets_slo else "dim",
-        )
+        ]
+        t.add_row(*cells, *(() if one_binding else (r.binding or "-",)), style=None if r.meets_slo else "dim")
         if r.note:
             notes.append(f"{r.gpu}: {r.note}")
+    if console.measure(t, options=console.options.update_width(10_000)).maximum > console.width:
+        t.collapse_padding = True  # one space between columns, not two, before rich cuts a cell
     console.print(t)
     for n in notes:
         console.print(textwrap.fill(n, max(40, console.width - 1), subsequent_indent="  "), markup=False,
