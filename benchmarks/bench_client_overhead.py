@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import MockServer, machine  # noqa: E402
 
-from ttsperf.bench.api import BenchConfig, run_bench  # noqa: E402
+from ttsperf.bench.api import BenchSettings, run_bench  # noqa: E402
 
 LAG_OK_S = 0.005
 
@@ -38,7 +38,7 @@ def main() -> None:
         for rate in rates:
             n = max(min(2000, rate * 5), rate * 2) if not a.quick else 500  # >= 2 s per rate
             cpu0, wall0 = time.process_time(), time.perf_counter()
-            run = run_bench(BenchConfig(urls=[srv.url], rate=[float(rate)], arrival="constant", requests=n,
+            run = run_bench(BenchSettings(urls=[srv.url], rate=[float(rate)], arrival="constant", requests=n,
                                         warmup=50, text_set="zh-short", gpu=False))  # fmt: skip
             cpu = time.process_time() - cpu0
             wall = time.perf_counter() - wall0
@@ -68,7 +68,7 @@ def main() -> None:
             )
             if lag.p50 is not None and lag.p50 > 0.05:
                 break  # far past saturation: the client cannot keep up, no point going higher
-        floor = run_bench(BenchConfig(urls=[srv.url], concurrency=[1], requests=500, warmup=20,
+        floor = run_bench(BenchSettings(urls=[srv.url], concurrency=[1], requests=500, warmup=20,
                                       text_set="zh-short", gpu=False)).points[0]  # fmt: skip
     print(f"machine: {machine()}")
     print(f"command: {' '.join([Path(sys.executable).name, *sys.argv])}")

@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import MockServer, machine  # noqa: E402
 
-from ttsperf.bench.api import BenchConfig, run_bench  # noqa: E402
+from ttsperf.bench.api import BenchSettings, run_bench  # noqa: E402
 
 
 def main() -> None:
@@ -35,7 +35,7 @@ def main() -> None:
     ):
         f.write("您的订单已经发货了。")
         f.flush()
-        cfg = BenchConfig(urls=[srv.url], rate=[a.rate], arrival="constant", requests=a.requests, warmup=50,
+        cfg = BenchSettings(urls=[srv.url], rate=[a.rate], arrival="constant", requests=a.requests, warmup=50,
                           texts=f.name, gpu=False)  # fmt: skip
         prof = cProfile.Profile()
         prof.enable()

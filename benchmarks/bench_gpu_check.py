@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import MockServer, machine  # noqa: E402
 
-from ttsperf.bench.api import BenchConfig, run_bench  # noqa: E402
+from ttsperf.bench.api import BenchSettings, run_bench  # noqa: E402
 from ttsperf.bench.charts import write_charts  # noqa: E402
 from ttsperf.bench.telemetry import Telemetry  # noqa: E402
 
@@ -33,7 +33,7 @@ def main() -> int:
         return 0
     out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(tempfile.mkdtemp(prefix="bench-gpu-"))
     with MockServer("--service-time", "0.02") as srv:
-        cfg = BenchConfig(urls=[srv.url], concurrency=[4], duration=5.0, telemetry_interval=0.2,
+        cfg = BenchSettings(urls=[srv.url], concurrency=[4], duration=5.0, telemetry_interval=0.2,
                           slo="gpu_util_mean>=0%")  # fmt: skip
         run = run_bench(cfg)
     written = write_charts(run, out)

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _bench_common import MockServer, machine  # noqa: E402
 from guide_vs_bench import GUIDE_SCRIPT  # noqa: E402
 
-from ttsperf.bench.api import BenchConfig, run_bench  # noqa: E402
+from ttsperf.bench.api import BenchSettings, run_bench  # noqa: E402
 
 TEXT = "您的订单已经发货了。"
 LOCUSTFILE = """from locust import FastHttpUser, constant, task
@@ -46,7 +46,7 @@ def bench_paced(url: str, texts: str) -> tuple[float | None, list[str]]:
     best, notes = None, []
     for rate in (1000, 2000, 4000, 6000, 8000, 10_000, 12_000, 14_000, 16_000, 18_000, 20_000, 24_000):
         n = max(3000, rate * 2)  # at least 2 s of sustained sending per rate
-        p = run_bench(BenchConfig(urls=[url], rate=[float(rate)], arrival="constant", requests=n, warmup=50,
+        p = run_bench(BenchSettings(urls=[url], rate=[float(rate)], arrival="constant", requests=n, warmup=50,
                                   texts=texts, gpu=False)).points[0]  # fmt: skip
         lag99 = p.queue_s.p99
         notes.append(f"{rate}/s: lag p99 {1000 * lag99:.2f} ms, sent {p.achieved_send_rate:.0f}/s")
@@ -88,7 +88,7 @@ def one_run(tmp: Path) -> dict:
         texts = tmp / "t.txt"
         texts.write_text(TEXT, encoding="utf-8")
         paced, notes = bench_paced(srv.url, str(texts))
-        closed = run_bench(BenchConfig(urls=[srv.url], concurrency=[32], requests=20_000, warmup=100,
+        closed = run_bench(BenchSettings(urls=[srv.url], concurrency=[32], requests=20_000, warmup=100,
                                        texts=str(texts), gpu=False)).points[0]  # fmt: skip
         loc_rps, loc = locust_rate(srv.url, tmp)
         guide = guide_rate(srv.url, tmp)

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import MockServer, machine  # noqa: E402
 
-from ttsperf.bench.api import BenchConfig, run_bench  # noqa: E402
+from ttsperf.bench.api import BenchSettings, run_bench  # noqa: E402
 
 # The guide's benchmark.py, line for line (its one-line rendering in the seed text, re-broken), plus
 # one marked print of the same throughput value with more decimals (the guide's .1f rounds it to 0.0).
@@ -81,7 +81,7 @@ def main() -> None:
             guide_inflight = stats(srv.url)["max_in_flight"]
         guide = dict(line.split(": ", 1) for line in out.strip().splitlines())
         reset(srv.url)
-        run = run_bench(BenchConfig(urls=[srv.url], concurrency=[20], requests=n, gpu=False))
+        run = run_bench(BenchSettings(urls=[srv.url], concurrency=[20], requests=n, gpu=False))
         bench_inflight = stats(srv.url)["max_in_flight"]
     p = run.points[0]
     print(f"machine: {machine()}")

@@ -45,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _bench_common import machine  # noqa: E402
 
-from ttsperf.bench.api import BenchConfig, run_bench  # noqa: E402
+from ttsperf.bench.api import BenchSettings, run_bench  # noqa: E402
 from ttsperf.bench.texts import GUIDE_SENTENCE  # noqa: E402
 from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
 from ttsperf.plan.memory import Workload  # noqa: E402
@@ -165,7 +165,7 @@ def measure(args, prof: Path, steps: int, prompt_tokens: int) -> list[dict]:
             warm = int(value) if kind == "streams" else max(8, n // 10)
             label = f"{int(value)} streams" if kind == "streams" else f"{value:g} req/s"
             print(f"{label}: {n} requests after {warm} warm-up ...", file=sys.stderr, flush=True)
-            cfg = BenchConfig(urls=[url], adapter="openai", stream=True, requests=n, warmup=warm,
+            cfg = BenchSettings(urls=[url], adapter="openai", stream=True, requests=n, warmup=warm,
                               gpu=False, timeout=600,
                               **({"concurrency": [int(value)]} if kind == "streams"
                                  else {"rate": [value]}))  # fmt: skip

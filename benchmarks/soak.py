@@ -27,7 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from ttsperf.bench.api import BenchConfig, run_bench  # noqa: E402
+from ttsperf.bench.api import BenchSettings, run_bench  # noqa: E402
 from ttsperf.bench.results import BenchRun, write_outputs  # noqa: E402
 from ttsperf.cli.bench import _run_with_progress  # noqa: E402
 from ttsperf.cli.demo_serving import start_server, stop_server  # noqa: E402
@@ -157,13 +157,13 @@ def main() -> int:
         common = dict(urls=[url], adapter="openai", stream=True, gpu=False, timeout=120.0)
         print(f"capacity: closed loop at {2 * args.max_batch} for {args.capacity_seconds:g} s ...",
               file=sys.stderr)  # fmt: skip
-        closed = BenchConfig(**common, concurrency=[2 * args.max_batch], duration=args.capacity_seconds,
+        closed = BenchSettings(**common, concurrency=[2 * args.max_batch], duration=args.capacity_seconds,
                              warmup=args.max_batch)  # fmt: skip
         capacity = run_bench(closed).points[0].throughput_rps
         rate = args.load * capacity
         print(f"capacity {capacity:.2f} req/s; soaking at {rate:.2f} req/s for {args.minutes:g} min ...",
               file=sys.stderr)  # fmt: skip
-        cfg = BenchConfig(**common, rate=[rate], arrival="poisson", duration=args.minutes * 60,
+        cfg = BenchSettings(**common, rate=[rate], arrival="poisson", duration=args.minutes * 60,
                           server_pid=proc.pid, telemetry_interval=5.0, seed=1)  # fmt: skip
         with LoadAverage() as load:
             run = _run_with_progress(cfg, show=sys.stderr.isatty())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ttsperf.bench.api import BenchConfig, run_bench
+from ttsperf.bench.api import BenchSettings, run_bench
 
 GOOD = "您的订单已经发货了。"
 
@@ -14,7 +14,7 @@ def run_texts(url: str, tmp_path, texts: list[str], **kw):
     f.write_text("\n".join(texts), encoding="utf-8")
     kw.setdefault("concurrency", [1])
     return run_bench(
-        BenchConfig(
+        BenchSettings(
             urls=[url], texts=str(f), requests=len(texts), gpu=False, timeout=kw.pop("timeout", 10), **kw
         )
     )
@@ -61,7 +61,7 @@ def test_stalling_server_becomes_a_timeout(server_factory, tmp_path):
 
 
 def test_connection_refused_is_a_connect_error_and_the_run_reports(free_port_url):
-    run = run_bench(BenchConfig(urls=[free_port_url], concurrency=[2], requests=6, gpu=False))
+    run = run_bench(BenchSettings(urls=[free_port_url], concurrency=[2], requests=6, gpu=False))
     p = run.points[0]
     assert p.errors == {"connect": 6}
     assert p.successes == 0 and p.throughput_rps == 0.0 and p.latency_s.n == 0
@@ -69,7 +69,7 @@ def test_connection_refused_is_a_connect_error_and_the_run_reports(free_port_url
 
 def test_unreachable_mirror_among_urls_is_counted_per_request(server_factory, free_port_url):
     srv = server_factory(slots=0, service_time=0.01)
-    run = run_bench(BenchConfig(urls=[srv.url, free_port_url], concurrency=[1], requests=10, gpu=False))
+    run = run_bench(BenchSettings(urls=[srv.url, free_port_url], concurrency=[1], requests=10, gpu=False))
     p = run.points[0]
     assert p.successes == 5 and p.errors == {"connect": 5}
 
@@ -81,7 +81,7 @@ def test_wrong_format_request_is_a_4xx(server_factory):
 
     assert OpenAIAdapter.name == "openai"
     run = run_bench(
-        BenchConfig(
+        BenchSettings(
             urls=[srv.url + "/v1/audio/speech"],
             adapter="template",
             concurrency=[1],
@@ -99,7 +99,7 @@ def test_progress_hears_of_every_request_including_failures(server_factory, tmp_
     f.write_text("\n".join([GOOD, GOOD + "[fault:500]", GOOD + "[fault:silent]"]), encoding="utf-8")
     seen = []
     run_bench(
-        BenchConfig(urls=[srv.url], texts=str(f), requests=6, gpu=False),
+        BenchSettings(urls=[srv.url], texts=str(f), requests=6, gpu=False),
         progress=lambda label, total, r: seen.append((label, total, None if r is None else r.error)),
     )
     assert seen[0] == ("concurrent@1", 6, None)
@@ -117,7 +117,7 @@ def test_server_dying_mid_run_is_counted_and_the_run_still_reports(own_server):
                 srv.proc.kill()  # mid-run, however slow this machine is today
 
     run = run_bench(
-        BenchConfig(urls=[srv.url], concurrency=[2], requests=60, gpu=False, timeout=5),
+        BenchSettings(urls=[srv.url], concurrency=[2], requests=60, gpu=False, timeout=5),
         progress=kill_after_ten_successes,
     )
     p = run.points[0]

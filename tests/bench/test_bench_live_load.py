@@ -5,12 +5,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ttsperf.bench.api import BenchConfig, run_bench
+from ttsperf.bench.api import BenchSettings, run_bench
 
 
 def bench(url: str, **kw) -> object:
     kw.setdefault("gpu", False)
-    return run_bench(BenchConfig(urls=[url], **kw))
+    return run_bench(BenchSettings(urls=[url], **kw))
 
 
 @pytest.mark.slow
@@ -164,7 +164,7 @@ def test_server_headers_give_decode_steps_per_second(server_factory):
 def test_several_urls_share_the_load_round_robin(server_factory):
     a = server_factory(slots=0, service_time=0.01)
     b = server_factory(slots=0, service_time=0.011)
-    run = run_bench(BenchConfig(urls=[a.url, b.url], concurrency=[2], requests=20, gpu=False))
+    run = run_bench(BenchSettings(urls=[a.url, b.url], concurrency=[2], requests=20, gpu=False))
     assert run.points[0].successes == 20
     assert a.stats()["served"] == 10 and b.stats()["served"] == 10
 

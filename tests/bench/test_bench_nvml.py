@@ -14,7 +14,7 @@ import types
 
 import pytest
 
-from ttsperf.bench.api import BenchConfig, run_bench
+from ttsperf.bench.api import BenchSettings, run_bench
 from ttsperf.bench.charts import write_charts
 
 GIB = 1024**3
@@ -56,7 +56,7 @@ def test_gpu_samples_feed_the_window_the_slo_and_the_chart(server_factory, tmp_p
     calls: dict[str, int] = {}
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(calls))
     srv = server_factory(slots=1, service_time=0.05)
-    run = run_bench(BenchConfig(urls=[srv.url], concurrency=[2], requests=20, telemetry_interval=0.05,
+    run = run_bench(BenchSettings(urls=[srv.url], concurrency=[2], requests=20, telemetry_interval=0.05,
                                 slo="gpu_util_mean>=85%,e2e_p50=10s"))  # fmt: skip
     p = run.points[0]
     assert calls["init"] == 1 and calls["util"] >= 2 * 5
@@ -85,7 +85,7 @@ def test_a_driver_that_fails_to_start_means_no_gpu_said_once(server_factory, mon
     nv.nvmlInit = broken_init
     monkeypatch.setitem(sys.modules, "pynvml", nv)
     srv = server_factory(slots=0, service_time=0.01)
-    run = run_bench(BenchConfig(urls=[srv.url], concurrency=[1, 2], requests=5, telemetry_interval=0.05))
+    run = run_bench(BenchSettings(urls=[srv.url], concurrency=[1, 2], requests=5, telemetry_interval=0.05))
     assert [p.successes for p in run.points] == [5, 5]
     assert len(run.telemetry_notes) == 1 and "no local GPU" in run.telemetry_notes[0]
     assert "gpu_util_mean" not in run.points[0].telemetry

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ttsperf.bench.api import BenchConfig, run_bench
+from ttsperf.bench.api import BenchSettings, run_bench
 from ttsperf.bench.telemetry import Telemetry, aggregate, parse_prometheus
 
 
@@ -14,7 +14,7 @@ def test_no_gpu_is_said_once_and_the_run_goes_on(server_factory):
     tele = Telemetry(0.0)
     if tele._nvml:
         pytest.skip("this machine has a GPU")
-    run = run_bench(BenchConfig(urls=[srv.url], concurrency=[1, 2], requests=5))
+    run = run_bench(BenchSettings(urls=[srv.url], concurrency=[1, 2], requests=5))
     assert run.points[1].successes == 5
     assert len([n for n in run.telemetry_notes if "GPU" in n]) == 1
 
@@ -24,7 +24,7 @@ def test_server_process_and_prometheus_are_sampled_inside_the_window(server_fact
     # 0.2 s per request: all 4 stay in flight far longer than a loaded client takes between them
     # (at 0.05 s a CI run under load sampled at most 2 in flight)
     srv = server_factory(slots=0, service_time=0.2)
-    cfg = BenchConfig(urls=[srv.url], concurrency=[4], requests=24, gpu=False, server_pid=srv.proc.pid)
+    cfg = BenchSettings(urls=[srv.url], concurrency=[4], requests=24, gpu=False, server_pid=srv.proc.pid)
     cfg.metrics_url, cfg.telemetry_interval = srv.url + "/metrics", 0.05
     run = run_bench(cfg)
     assert run.telemetry_notes == []
@@ -44,7 +44,7 @@ def test_server_process_and_prometheus_are_sampled_inside_the_window(server_fact
 def test_unreachable_metrics_url_is_noted_once(server_factory, free_port_url):
     srv = server_factory(slots=0, service_time=0.01)
     run = run_bench(
-        BenchConfig(
+        BenchSettings(
             urls=[srv.url],
             requests=5,
             gpu=False,
@@ -74,7 +74,7 @@ def test_find_max_concurrency_against_a_single_slot_server(server_factory):
     # half a service time from either edge) allows C = 3 and not 4.
     srv = server_factory(slots=1, service_time=0.05)
     run = run_bench(
-        BenchConfig(
+        BenchSettings(
             urls=[srv.url], concurrency=[1, 16], requests=20, find_max=True, slo="e2e_p50=175ms", gpu=False
         )
     )
@@ -92,7 +92,7 @@ def test_find_max_rate_against_a_single_slot_server(server_factory):
     # for 0.2 s of stalls at the median).
     srv = server_factory(slots=1, service_time=0.05)
     run = run_bench(
-        BenchConfig(urls=[srv.url], rate=[12.0], arrival="constant", requests=40, find_max=True,
+        BenchSettings(urls=[srv.url], rate=[12.0], arrival="constant", requests=40, find_max=True,
                     slo="e2e_p50=500ms", gpu=False)
     )  # fmt: skip
     fm = run.find_max

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ttsperf.bench.api import BenchConfig, run_bench
+from ttsperf.bench.api import BenchSettings, run_bench
 from ttsperf.bench.results import write_outputs
 from ttsperf.plan.api import make_plan
 from ttsperf.profile.measure import profile_model
@@ -39,7 +39,7 @@ def results(tmp_path_factory, tiny_pipe) -> Path:
     (root / "optimizations.json").write_text(json.dumps(rows, indent=2))
     proc, url = _mock_server()
     try:
-        cfg = BenchConfig(urls=[url], concurrency=[1, 2, 4], requests=20, warmup=1, server_pid=proc.pid,
+        cfg = BenchSettings(urls=[url], concurrency=[1, 2, 4], requests=20, warmup=1, server_pid=proc.pid,
                           slo="e2e_p50=2s", telemetry_interval=0.1)  # fmt: skip
         run = run_bench(cfg)
     finally:

@@ -1,4 +1,4 @@
-"""`run_bench(BenchConfig)` -> BenchRun: the library function behind `ttsperf bench`.
+"""`run_bench(BenchSettings)` -> BenchRun: the library function behind `ttsperf bench`.
 
 Order of work: validate everything (bad input fails before a single request goes out), start
 telemetry, run each load point (or the find-max search), summarise each point on its own window.
@@ -10,108 +10,22 @@ import asyncio
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
 
 from ttsperf import __version__
-from ttsperf.bench.adapters import AdapterOptions, check_url, make_adapter
-from ttsperf.bench.arrivals import parse_arrival
+from ttsperf.bench.adapters import AdapterOptions, make_adapter
 from ttsperf.bench.metrics import summarize, window
-from ttsperf.bench.quantiles import CONFIDENCE
 from ttsperf.bench.results import BenchRun, PointResult, RequestRecord, Strategy, Verdict
 from ttsperf.bench.runner import Runner
 from ttsperf.bench.search import search_steps
+from ttsperf.bench.settings import DEFAULT_REQUESTS, BenchSettings
 from ttsperf.bench.slo import evaluate, meets_request_bounds, parse_slo
 from ttsperf.bench.telemetry import Telemetry, aggregate
 from ttsperf.bench.texts import load_workload
-from ttsperf.errors import UserError
-
-DEFAULT_REQUESTS = 100
-
-
-@dataclass
-class BenchConfig:
-    urls: list[str] = field(default_factory=list)
-    adapter: str = "invoke"
-    concurrency: list[int] = field(default_factory=list)
-    rate: list[float] = field(default_factory=list)
-    arrival: str = "poisson"
-    max_concurrency: int | None = None
-    requests: int | None = None
-    duration: float | None = None
-    warmup: int = 0
-    texts: str | None = None
-    text_set: str | None = None
-    slo: str | None = None
-    confidence: float = CONFIDENCE  # of every percentile's interval, and so of the SLO verdict
-    find_max: bool = False
-    timeout: float = 60.0
-    seed: int = 0
-    response_format: str = "wav"
-    stream: bool = False
-    voice: str = "default"
-    model: str = "chattts"
-    pcm_rate: int = 24_000
-    template_body: str | None = None
-    template_kind: str = "wav"
-    check_audio: bool = True
-    headers: list[str] = field(default_factory=list)  # "Name: value", e.g. an Authorization bearer token
-    server_pid: int | None = None
-    metrics_url: str | None = None
-    gpu: bool = True
-    telemetry_interval: float = 0.5
-
-    def validate(self) -> None:
-        if not self.urls:
-            raise UserError("URL: give at least one server URL, e.g. http://127.0.0.1:8080")
-        for u in self.urls:
-            check_url(u)
-        if self.concurrency and self.rate:
-            raise UserError("--concurrency and --rate: choose one (closed loop or open loop)")
-        if any(c < 1 for c in self.concurrency):
-            raise UserError(f"--concurrency {self.concurrency}: every value must be >= 1")
-        if any(not r > 0 for r in self.rate):
-            raise UserError(f"--rate {self.rate}: every value must be > 0 requests/s")
-        parse_arrival(self.arrival)
-        if self.max_concurrency is not None and self.max_concurrency < 1:
-            raise UserError(f"--max-concurrency {self.max_concurrency}: must be >= 1")
-        if self.requests is not None and self.duration is not None:
-            raise UserError("--requests and --duration: choose one")
-        if self.requests is not None and self.requests < 1:
-            raise UserError(f"--requests {self.requests}: must be >= 1")
-        if self.duration is not None and not self.duration > 0:
-            raise UserError(f"--duration {self.duration}: must be > 0 seconds")
-        if self.warmup < 0:
-            raise UserError(f"--warmup {self.warmup}: must be >= 0")
-        if not self.timeout > 0:
-            raise UserError(f"--timeout {self.timeout}: must be > 0 seconds")
-        if not 0.5 <= self.confidence < 1:
-            raise UserError(f"--confidence {self.confidence}: expected a level in [0.5, 1), e.g. 0.95")
-        if self.find_max and not self.slo:
-            raise UserError("--find-max needs --slo: the most load that meets which objective?")
-        if self.metrics_url:
-            check_url(self.metrics_url)
-        self.header_dict()
-
-    def header_dict(self) -> dict[str, str]:
-        out = {}
-        for h in self.headers:
-            name, sep, value = h.partition(":")
-            if not sep or not name.strip() or any(c in name for c in " \t\r\n") or "\n" in value:
-                raise UserError(f"--header {h!r}: expected 'Name: value', e.g. 'Authorization: Bearer TOKEN'")
-            out[name.strip()] = value.strip()
-        return out
-
-    def strategies(self) -> list[Strategy]:
-        if self.rate:
-            return [Strategy(kind="rate", rate=r, arrival=self.arrival, max_concurrency=self.max_concurrency)
-                    for r in self.rate]  # fmt: skip
-        return [Strategy(kind="concurrent", concurrency=c) for c in (self.concurrency or [1])]
-
 
 ProgressHook = Callable[[str, int, RequestRecord | None], None]  # (label, total, record or None at start)
 
 
-def run_bench(cfg: BenchConfig, progress: ProgressHook | None = None) -> BenchRun:
+def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> BenchRun:
     cfg.validate()
     adapter = make_adapter(cfg.adapter, AdapterOptions(
         response_format=cfg.response_format, stream=cfg.stream, voice=cfg.voice, model=cfg.model,
@@ -125,7 +39,7 @@ def run_bench(cfg: BenchConfig, progress: ProgressHook | None = None) -> BenchRu
     run = BenchRun(
         tool_version=__version__,
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        targets=list(cfg.urls), adapter=cfg.adapter, config=_public(asdict(cfg)),
+        targets=list(cfg.urls), adapter=cfg.adapter, config=_public(cfg.model_dump()),
         workload=workload.describe(),
     )  # fmt: skip
     label = [""]
@@ -188,7 +102,7 @@ def run_bench(cfg: BenchConfig, progress: ProgressHook | None = None) -> BenchRu
     return run
 
 
-async def search(cfg: BenchConfig, one_point, run: BenchRun) -> None:
+async def search(cfg: BenchSettings, one_point, run: BenchRun) -> None:
     """Drive the doubling/bisection search, one real load point per probe."""
     closed = not cfg.rate
     values = cfg.concurrency if closed else cfg.rate

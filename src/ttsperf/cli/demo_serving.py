@@ -57,11 +57,11 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 def bench_server(url: str, pid: int, concurrency: list[int], requests: int, out: Path, progress=None):
-    from ttsperf.bench.api import BenchConfig, run_bench
+    from ttsperf.bench.api import BenchSettings, run_bench
     from ttsperf.bench.charts import write_charts
     from ttsperf.bench.results import write_outputs
 
-    cfg = BenchConfig(
+    cfg = BenchSettings(
         urls=[url], adapter="openai", stream=True, concurrency=concurrency, requests=requests, warmup=1,
         server_pid=pid, gpu=False,
     )  # fmt: skip

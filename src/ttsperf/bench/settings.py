@@ -1,0 +1,126 @@
+"""Every bench setting, once: `ttsperf bench`'s flags, a settings file's [bench] table and the
+TTSPERF_BENCH_* variables are all made from the fields below (ttsperf.settings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from ttsperf.bench.adapters import check_url
+from ttsperf.bench.arrivals import parse_arrival
+from ttsperf.bench.quantiles import CONFIDENCE
+from ttsperf.bench.results import Strategy
+from ttsperf.errors import UserError
+from ttsperf.settings import Flag, Layered
+
+DEFAULT_REQUESTS = 100
+
+
+class BenchSettings(Layered):
+    """What `run_bench` does; `validate()` checks what the types cannot, naming the flag."""
+
+    model_config = SettingsConfigDict(env_prefix="TTSPERF_BENCH_")
+
+    urls: Annotated[list[str], Flag(argument=True)] = Field(
+        [], description="server URL(s); several share the load round-robin"
+    )
+    adapter: str = Field("invoke", description="invoke | openai | chattts-api | forge | template")
+    concurrency: list[int] = Field([], description="closed loop: N in flight; a list sweeps, e.g. 1,4,16")
+    rate: list[float] = Field([], description="open loop: requests/s; a list sweeps, e.g. 2,4,8")
+    arrival: str = Field("poisson", description="open-loop arrivals: poisson | constant | gamma[:SHAPE]")
+    max_concurrency: int | None = Field(None, description="open loop: cap on requests in flight")
+    requests: int | None = Field(
+        None, description=f"measured requests per load point (default {DEFAULT_REQUESTS})"
+    )
+    duration: float | None = Field(None, description="seconds per load point instead of --requests")
+    warmup: int = Field(0, description="requests sent first and left out of every statistic")
+    texts: Annotated[str | None, Flag(cli_type=Path)] = Field(
+        None, description="texts file: .txt one per line, or .jsonl with 'text'"
+    )
+    text_set: str | None = Field(
+        None, description="built-in: guide | zh | en | mixed | zh-short | en-long ..."
+    )
+    slo: str | None = Field(
+        None, description="e.g. ttfa_p99=300ms,e2e_p99=5s,rtf_p95=1,error_rate=1%; a plan's slo.spec as is"
+    )
+    confidence: float = Field(  # of every percentile's interval, and so of the SLO verdict
+        CONFIDENCE, description="of each percentile's interval and the SLO verdict"
+    )
+    find_max: bool = Field(False, description="search the most load meeting --slo")
+    timeout: float = Field(60.0, description="seconds before a request counts as a timeout")
+    seed: int = Field(0, description="seed of the arrival schedule")
+    response_format: Annotated[str, Flag(("--format",))] = Field(
+        "wav", description="openai: wav | pcm | mp3 | opus | flac"
+    )
+    stream: bool = Field(False, description="openai: ask the server to stream")
+    voice: str = Field("default", description="openai: voice")
+    model: str = Field("chattts", description="openai: model")
+    pcm_rate: int = Field(24_000, description="sample rate of raw PCM responses")
+    template_body: str | None = Field(None, description="template: JSON body with a {text} placeholder")
+    template_kind: str = Field("wav", description="template: response kind wav | pcm | mp3 | zip-mp3")
+    check_audio: Annotated[bool, Flag(("--no-audio-check",), negative=True)] = Field(
+        True, description="skip checking audio bodies"
+    )
+    headers: Annotated[list[str], Flag(("--header", "-H"), repeat=True)] = Field(
+        [], description="extra request header 'Name: value', e.g. an Authorization bearer token"
+    )
+    server_pid: int | None = Field(None, description="sample CPU and memory of this local server process")
+    metrics_url: str | None = Field(
+        None, description="Prometheus endpoint to scrape (DCGM exporter, /metrics)"
+    )
+    gpu: Annotated[bool, Flag(("--no-gpu",), negative=True)] = Field(
+        True, description="do not sample local GPUs through NVML"
+    )
+    telemetry_interval: float = Field(0.5, description="seconds between telemetry samples")
+
+    def validate(self) -> None:
+        if not self.urls:
+            raise UserError("URL: give at least one server URL, e.g. http://127.0.0.1:8080")
+        for u in self.urls:
+            check_url(u)
+        if self.concurrency and self.rate:
+            raise UserError("--concurrency and --rate: choose one (closed loop or open loop)")
+        if any(c < 1 for c in self.concurrency):
+            raise UserError(f"--concurrency {self.concurrency}: every value must be >= 1")
+        if any(not r > 0 for r in self.rate):
+            raise UserError(f"--rate {self.rate}: every value must be > 0 requests/s")
+        parse_arrival(self.arrival)
+        if self.max_concurrency is not None and self.max_concurrency < 1:
+            raise UserError(f"--max-concurrency {self.max_concurrency}: must be >= 1")
+        if self.requests is not None and self.duration is not None:
+            raise UserError("--requests and --duration: choose one")
+        if self.requests is not None and self.requests < 1:
+            raise UserError(f"--requests {self.requests}: must be >= 1")
+        if self.duration is not None and not self.duration > 0:
+            raise UserError(f"--duration {self.duration}: must be > 0 seconds")
+        if self.warmup < 0:
+            raise UserError(f"--warmup {self.warmup}: must be >= 0")
+        if not self.timeout > 0:
+            raise UserError(f"--timeout {self.timeout}: must be > 0 seconds")
+        if not self.telemetry_interval > 0:
+            raise UserError(f"--telemetry-interval {self.telemetry_interval}: must be > 0 seconds")
+        if not 0.5 <= self.confidence < 1:
+            raise UserError(f"--confidence {self.confidence}: expected a level in [0.5, 1), e.g. 0.95")
+        if self.find_max and not self.slo:
+            raise UserError("--find-max needs --slo: the most load that meets which objective?")
+        if self.metrics_url:
+            check_url(self.metrics_url)
+        self.header_dict()
+
+    def header_dict(self) -> dict[str, str]:
+        out = {}
+        for h in self.headers:
+            name, sep, value = h.partition(":")
+            if not sep or not name.strip() or any(c in name for c in " \t\r\n") or "\n" in value:
+                raise UserError(f"--header {h!r}: expected 'Name: value', e.g. 'Authorization: Bearer TOKEN'")
+            out[name.strip()] = value.strip()
+        return out
+
+    def strategies(self) -> list[Strategy]:
+        if self.rate:
+            return [Strategy(kind="rate", rate=r, arrival=self.arrival, max_concurrency=self.max_concurrency)
+                    for r in self.rate]  # fmt: skip
+        return [Strategy(kind="concurrent", concurrency=c) for c in (self.concurrency or [1])]

@@ -1,0 +1,114 @@
+"""A command's options made from its settings model, so each setting is written once (ttsperf.settings).
+
+    @settings_command(app, "bench", BenchSettings, help=EXAMPLES)
+    def bench(settings: BenchSettings, sources: dict[str, str], out: Path = typer.Option(None, "-o")):
+        ...
+
+The command takes every field of the model as a flag (its help is the field's description), plus
+`--settings FILE` and the body's own options (output, display: not settings). Only the flags the
+user typed become the top layer; the file and the environment lie beneath them.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+from pydantic.fields import FieldInfo
+
+from ttsperf.cli.common import user_errors
+from ttsperf.settings import Flag, Layered, bare_type, flag_of
+
+_SETTINGS_FILE = "settings_file"
+
+
+def _cli_type(field: FieldInfo, flag: Flag) -> Any:
+    if flag.cli_type is not None:
+        return flag.cli_type
+    kind = bare_type(field.annotation)
+    if getattr(kind, "__origin__", None) is list:
+        return list[str] if (flag.repeat or flag.argument) else str  # comma-separated: the model splits it
+    return kind if kind in (bool, int, float, str, Path) else str
+
+
+def _cli_default(field: FieldInfo) -> Any:
+    value = field.get_default(call_default_factory=True)
+    if isinstance(value, list):
+        return ",".join(map(str, value)) or None
+    return value
+
+
+def _parameter(name: str, field: FieldInfo) -> inspect.Parameter:
+    flag = flag_of(field)
+    kind = _cli_type(field, flag)
+    decls = flag.decls or ("--" + name.replace("_", "-"),)
+    if flag.argument:
+        default: Any = typer.Argument(None, help=field.description, show_default=False)
+    elif kind is bool and flag.negative:
+        default = typer.Option(False, *decls, help=field.description)
+    elif flag.repeat:
+        default = typer.Option(None, *decls, help=field.description)
+    else:
+        shown = _cli_default(field)
+        default = typer.Option(shown, *decls, help=field.description, show_default=shown is not None)
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=kind)
+
+
+def _from_cli(field: FieldInfo, value: Any) -> Any:
+    """A typed flag's value as the field takes it: --no-X turned into X = false, a path into text."""
+    if flag_of(field).negative:
+        return not value
+    if isinstance(value, Path) and bare_type(field.annotation) is not Path:
+        return str(value)
+    return value
+
+
+def settings_command(
+    app: typer.Typer, name: str, model: type[Layered], help: str | None = None
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Register `body(settings, sources, **own_options)` as `ttsperf NAME`."""
+    fields = {n: f for n, f in model.model_fields.items() if not flag_of(f).hidden}
+    prefix = model.model_config["env_prefix"]
+    layers = (
+        f"\n\nEvery option is a setting: defaults < --settings FILE (TOML or JSON, its [{model.command()}] "
+        f"table or its top) < {prefix}<OPTION> variables < flags."
+    )
+
+    def decorate(body: Callable[..., Any]) -> Callable[..., Any]:
+        own = list(inspect.signature(body).parameters.values())[2:]  # after (settings, sources)
+        clash = set(fields) & {p.name for p in own}
+        assert not clash, f"{name}: {clash} is both a setting and a command option"
+        params = [
+            inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context),
+            *(_parameter(n, f) for n, f in fields.items()),
+            inspect.Parameter(
+                _SETTINGS_FILE,
+                inspect.Parameter.KEYWORD_ONLY,
+                annotation=Path,
+                default=typer.Option(None, "--settings", help=f"settings file (.toml/.json); env {prefix}*"),
+            ),  # fmt: skip
+            *(p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own),
+        ]
+
+        def command(ctx: typer.Context, **kw: Any) -> Any:
+            flags = {}
+            for n, f in fields.items():
+                value = kw.pop(n)
+                # compared by name: typer may ship its own copy of click's ParameterSource enum
+                typed = getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"
+                if typed or (flag_of(f).argument and value):  # a variadic argument says DEFAULT when given
+                    flags[n] = _from_cli(f, value)
+            settings, sources = model.resolve(flags, kw.pop(_SETTINGS_FILE))
+            return body(settings, sources, **kw)
+
+        command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+        command.__annotations__ = {p.name: p.annotation for p in params}
+        command.__name__ = body.__name__
+        command.__doc__ = body.__doc__
+        app.command(name, help=(help or inspect.getdoc(body) or "") + layers)(user_errors(command))
+        return body
+
+    return decorate
