@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import types
 import typing
 from collections.abc import Mapping
@@ -33,33 +34,29 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError, ValidationInfo, field_validator
+from pydantic import SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic.fields import FieldInfo
-from pydantic_settings import (
-    BaseSettings,
-    EnvSettingsSource,
-    InitSettingsSource,
-    JsonConfigSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from ttsperf.errors import UserError
 
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
 COMMANDS = ("bench", "serve", "plan", "profile")  # the tables a shared settings file may hold
-SOURCES = ("default", "file", "env", "flag")  # what `resolve` says of each value, lowest first
 
 
 @dataclass(frozen=True)
 class Flag:
     """How a setting appears on the command line where it is not `--field-name` taking its type."""
 
-    decls: tuple[str, ...] = ()  # its names, e.g. ("-o", "--out") or ("--tf32/--no-tf32",)
-    negative: bool = False  # a flag that turns the setting off: --no-gpu sets gpu = false
+    decls: tuple[str, ...] = ()  # its names, e.g. ("-o", "--out") or ("--inference-mode/--no-grad",)
     repeat: bool = False  # a list given by repeating the flag (a string from a variable is one item)
     argument: bool = False  # positional, e.g. bench's URLs
     cli_type: type | None = None  # what the command line takes when not the field's type (auto or N)
-    hidden: bool = False  # no flag at all: the file and the environment only
+    secret: bool = False  # its value is never printed, not even in an error (SecretStr fields neither)
 
 
 def flag_of(field: FieldInfo) -> Flag:
@@ -67,7 +64,7 @@ def flag_of(field: FieldInfo) -> Flag:
 
 
 def flag_name(name: str, field: FieldInfo) -> str:
-    """The name a user typed for this setting: its long flag (the negative one for --no-X)."""
+    """The name a user types for this setting: its first long flag."""
     flag = flag_of(field)
     if flag.argument:
         return name.upper()
@@ -100,9 +97,8 @@ def _expected(annotation: Any) -> str:
             int: "integers separated by commas, e.g. 1,4,16",
             float: "numbers separated by commas, e.g. 2,4.5",
         }.get(item, "values separated by commas")
-    return {int: "an integer", float: "a number", bool: "true or false", str: "text", Path: "a path"}.get(
-        kind, str(kind)
-    )
+    names = {int: "an integer", float: "a number", bool: "true or false", str: "text", SecretStr: "text"}
+    return names.get(kind, "a path" if kind is Path else getattr(kind, "__name__", str(kind)))
 
 
 class Layered(BaseSettings):
@@ -125,12 +121,15 @@ class Layered(BaseSettings):
 
     @field_validator("*", mode="before")
     @classmethod
-    def _from_text(cls, value: Any, info: ValidationInfo) -> Any:
-        """Flags and variables are text: `1,4,16` is a list, `none` an absent number."""
+    def _from_outside(cls, value: Any, info: ValidationInfo) -> Any:
+        """Flags and variables are text: `1,4,16` is a list, `none` an absent number; a file's lone
+        value where a list goes is a list of one."""
         field = cls.model_fields[info.field_name]
-        if not isinstance(value, str):
-            return value
         if _is_list(field.annotation):
+            if value is None:
+                return []
+            if not isinstance(value, str):
+                return value if isinstance(value, list | tuple) else [value]
             if value.lstrip().startswith("["):
                 try:
                     return json.loads(value)
@@ -139,9 +138,9 @@ class Layered(BaseSettings):
             if flag_of(field).repeat:
                 return [value]
             return [v.strip() for v in value.split(",") if v.strip()]
-        if _optional(field.annotation) and bare_type(field.annotation) is not str:
-            if value.strip().lower() in ("", "none", "null"):
-                return None
+        absent = isinstance(value, str) and value.strip().lower() in ("", "none", "null")
+        if absent and _optional(field.annotation) and bare_type(field.annotation) in (int, float, bool, Path):
+            return None
         return value
 
     @classmethod
@@ -174,6 +173,9 @@ class Layered(BaseSettings):
 
 def _place(cls: type[Layered], name: str, value: Any, where: str, file: str | Path | None) -> str:
     """The value as the user wrote it: `--requests 'x'`, `TTSPERF_BENCH_REQUESTS='x'`, a file's key."""
+    field = cls.model_fields[name]
+    if flag_of(field).secret or bare_type(field.annotation) is SecretStr:
+        value = "<hidden>"
     if where == "env":
         return f"{cls.model_config['env_prefix']}{name.upper()}={value!r}"
     if where == "file":
@@ -217,34 +219,36 @@ def _read_file(cls: type[Layered], path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise UserError(f"{where}: no such file")
     try:
-        if path.suffix.lower() == ".toml":
-            data = TomlConfigSettingsSource(cls, toml_file=path).toml_data
-        else:
-            data = JsonConfigSettingsSource(cls, json_file=path).json_data
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{where}: cannot read ({exc.__class__.__name__}: {exc})") from None
-    except json.JSONDecodeError as exc:
-        raise UserError(f"{where}: not JSON ({exc.msg}, line {exc.lineno})") from None
-    except ValueError as exc:  # tomllib.TOMLDecodeError
-        raise UserError(f"{where}: not TOML ({exc})") from None
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text) if text.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise UserError(f"{where}: not JSON ({exc.msg}, line {exc.lineno})") from None
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise UserError(f"{where}: not TOML ({exc})") from None
     if not isinstance(data, dict):
-        raise UserError(f"{where}: expected a table of settings at the top")
-    tables = [k for k in data if k in COMMANDS]
-    if tables:  # one file for several commands: this command's table, the others' left to them
-        loose = [k for k in data if k not in COMMANDS]
+        raise UserError(f"{where}: expected a table of settings at the top, found {type(data).__name__}")
+    # one file for several commands: this command's table, the others' left to them
+    tables = [k for k, v in data.items() if k in COMMANDS and isinstance(v, dict)]
+    if tables:
+        loose = [k for k in data if k not in tables]
         if loose:
             raise UserError(
                 f"{where}: {loose[0]!r} sits beside the tables {', '.join(tables)}; "
                 f"put it in [{cls.command()}] or another command's table"
             )
         data = data.get(cls.command(), {})
-        if not isinstance(data, dict):
-            raise UserError(f"{where}: {cls.command()}: expected a table of settings")
         where = f"{where} [{cls.command()}]"
-    data = {str(k).replace("-", "_"): v for k, v in data.items()}
+    data = {str(k).replace("-", "_").lower(): v for k, v in data.items()}
     for key in data:
-        if key.lower() not in cls.model_fields:
+        if key not in cls.model_fields:
             raise UserError(
                 f"{where}: unknown setting {key!r}; expected one of {', '.join(cls.model_fields)}"
             )
-    return InitSettingsSource(cls, data)()
+    return data

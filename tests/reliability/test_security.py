@@ -27,7 +27,7 @@ KEY = "s3cret-key-for-the-reliability-suite"
 
 @pytest.mark.slow
 def test_binds_loopback_by_default_and_requires_the_key():
-    env = {**os.environ, "TTSPERF_API_KEY": KEY}  # the key from the environment: not on a command line
+    env = {**os.environ, "TTSPERF_SERVE_API_KEY": KEY}  # the key from the environment: not on a command line
     with ServeProcess("--synthetic", "--config", "tiny", env=env) as server:
         listening = {
             c.laddr.ip for c in psutil.Process(server.pid).net_connections("inet") if c.status == "LISTEN"

@@ -89,7 +89,7 @@ def start_ray_serve(*args: str, replicas: int = 2) -> RayServe:
         *("serve", "--ray", "--replicas", str(replicas), "--synthetic", "--config", "tiny"),
         *("--port", str(port), "--log-level", "warning", *args),
     ]
-    env = {**os.environ, "TTSPERF_API_KEY": API_KEY, "RAY_DEDUP_LOGS": "0"}
+    env = {**os.environ, "TTSPERF_SERVE_API_KEY": API_KEY, "RAY_DEDUP_LOGS": "0"}
     with log.open("wb") as sink:
         process = subprocess.Popen(
             command, stdout=sink, stderr=subprocess.STDOUT, env=env, start_new_session=True

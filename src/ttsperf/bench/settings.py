@@ -9,10 +9,7 @@ from typing import Annotated
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
-from ttsperf.bench.adapters import check_url
-from ttsperf.bench.arrivals import parse_arrival
 from ttsperf.bench.quantiles import CONFIDENCE
-from ttsperf.bench.results import Strategy
 from ttsperf.errors import UserError
 from ttsperf.settings import Flag, Layered
 
@@ -61,22 +58,26 @@ class BenchSettings(Layered):
     pcm_rate: int = Field(24_000, description="sample rate of raw PCM responses")
     template_body: str | None = Field(None, description="template: JSON body with a {text} placeholder")
     template_kind: str = Field("wav", description="template: response kind wav | pcm | mp3 | zip-mp3")
-    check_audio: Annotated[bool, Flag(("--no-audio-check",), negative=True)] = Field(
-        True, description="skip checking audio bodies"
+    check_audio: Annotated[bool, Flag(("--audio-check/--no-audio-check",))] = Field(
+        True, description="check each audio body: parses, duration, not silent"
     )
-    headers: Annotated[list[str], Flag(("--header", "-H"), repeat=True)] = Field(
+    headers: Annotated[list[str], Flag(("--header", "-H"), repeat=True, secret=True)] = Field(
         [], description="extra request header 'Name: value', e.g. an Authorization bearer token"
     )
     server_pid: int | None = Field(None, description="sample CPU and memory of this local server process")
     metrics_url: str | None = Field(
         None, description="Prometheus endpoint to scrape (DCGM exporter, /metrics)"
     )
-    gpu: Annotated[bool, Flag(("--no-gpu",), negative=True)] = Field(
-        True, description="do not sample local GPUs through NVML"
+    gpu: Annotated[bool, Flag(("--gpu/--no-gpu",))] = Field(
+        True, description="sample local GPUs through NVML"
     )
     telemetry_interval: float = Field(0.5, description="seconds between telemetry samples")
 
     def validate(self) -> None:
+        # imported here: every `ttsperf` command builds its options from these fields at start
+        from ttsperf.bench.adapters import check_url
+        from ttsperf.bench.arrivals import parse_arrival
+
         if not self.urls:
             raise UserError("URL: give at least one server URL, e.g. http://127.0.0.1:8080")
         for u in self.urls:
@@ -119,7 +120,9 @@ class BenchSettings(Layered):
             out[name.strip()] = value.strip()
         return out
 
-    def strategies(self) -> list[Strategy]:
+    def strategies(self) -> list:
+        from ttsperf.bench.results import Strategy
+
         if self.rate:
             return [Strategy(kind="rate", rate=r, arrival=self.arrival, max_concurrency=self.max_concurrency)
                     for r in self.rate]  # fmt: skip

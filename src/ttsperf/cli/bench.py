@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.bench.api import BenchSettings
+from ttsperf.bench.settings import BenchSettings
 from ttsperf.cli.common import print_json
 from ttsperf.cli.options import settings_command
 

@@ -41,13 +41,6 @@ def print_json(obj: Any) -> None:
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")
 
 
-# The model options that synth, serve and profile share: one definition, the same help everywhere.
-ASSETS = typer.Option(None, "--assets", help="Official ChatTTS asset directory.")
-SYNTHETIC = typer.Option(False, "--synthetic", help="Random weights of the real shapes.")
+# The model flags of the commands that are not settings commands (synth, export, doctor) are made
+# from ModelSettings' fields in ttsperf.cli.synth; export and doctor default to chattts outright.
 CONFIG = typer.Option("chattts", "--config", help="chattts (real sizes) or tiny.")
-# where --assets can say it: the asset dir's gpt/config.json decides when --config is not given
-MODEL_CONFIG = typer.Option(
-    None, "--config", help="chattts (real sizes) or tiny; default: the --assets dir's own, else chattts."
-)
-DEVICE = typer.Option("cpu", "--device", help="cpu, cuda or cuda:N.")
-DTYPE = typer.Option("fp32", "--dtype", help="fp32, fp16 or bf16.")

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import ASSETS, CONFIG, print_json, user_errors
+from ttsperf.cli.common import CONFIG, print_json, user_errors
+from ttsperf.cli.synth import ASSETS
 
 HELP = """Check this machine and a deployment for the guide's pitfalls and ChatTTS's traps: cudnn.benchmark,
 TF32, autograd and autocast on the serving path, NCCL_BUFFSIZE and GPU placement, TensorRT shapes

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import ASSETS, CONFIG, SYNTHETIC, print_json, user_errors
+from ttsperf.cli.common import CONFIG, print_json, user_errors
+from ttsperf.cli.synth import ASSETS, SYNTHETIC
 
 export_app = typer.Typer(
     help=(

@@ -20,7 +20,8 @@ import typer
 from pydantic.fields import FieldInfo
 
 from ttsperf.cli.common import user_errors
-from ttsperf.settings import Flag, Layered, bare_type, flag_of
+from ttsperf.errors import UserError
+from ttsperf.settings import Flag, Layered, bare_type, flag_name, flag_of
 
 _SETTINGS_FILE = "settings_file"
 
@@ -47,8 +48,10 @@ def _parameter(name: str, field: FieldInfo) -> inspect.Parameter:
     decls = flag.decls or ("--" + name.replace("_", "-"),)
     if flag.argument:
         default: Any = typer.Argument(None, help=field.description, show_default=False)
-    elif kind is bool and flag.negative:
-        default = typer.Option(False, *decls, help=field.description)
+    elif kind is bool:  # always a pair, so a flag can undo what a file or a variable set
+        on = next(d for d in decls if d.startswith("--"))
+        pair = decls if any("/" in d for d in decls) else (f"{on}/--no-{on[2:]}",)
+        default = typer.Option(field.default, *pair, help=field.description)
     elif flag.repeat:
         default = typer.Option(None, *decls, help=field.description)
     else:
@@ -58,19 +61,27 @@ def _parameter(name: str, field: FieldInfo) -> inspect.Parameter:
 
 
 def _from_cli(field: FieldInfo, value: Any) -> Any:
-    """A typed flag's value as the field takes it: --no-X turned into X = false, a path into text."""
-    if flag_of(field).negative:
-        return not value
+    """A typed flag's value as the field takes it: a path as text where the field is text."""
     if isinstance(value, Path) and bare_type(field.annotation) is not Path:
         return str(value)
     return value
+
+
+def _with_origin(message: str, model: type[Layered], sources: dict[str, str], file: Path | None) -> str:
+    """`--port 70000: expected ...` -> `... (set by TTSPERF_SERVE_PORT)` when the flag was not typed."""
+    for name, where in sources.items():
+        flag = flag_name(name, model.model_fields[name])
+        if where in ("env", "file") and message.startswith((flag + " ", flag + ":")):
+            origin = model.model_config["env_prefix"] + name.upper() if where == "env" else f"{file}: {name}"
+            return f"{message} (set by {origin})"
+    return message
 
 
 def settings_command(
     app: typer.Typer, name: str, model: type[Layered], help: str | None = None
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Register `body(settings, sources, **own_options)` as `ttsperf NAME`."""
-    fields = {n: f for n, f in model.model_fields.items() if not flag_of(f).hidden}
+    fields = model.model_fields
     prefix = model.model_config["env_prefix"]
     layers = (
         f"\n\nEvery option is a setting: defaults < --settings FILE (TOML or JSON, its [{model.command()}] "
@@ -101,8 +112,12 @@ def settings_command(
                 typed = getattr(ctx.get_parameter_source(n), "name", "") == "COMMANDLINE"
                 if typed or (flag_of(f).argument and value):  # a variadic argument says DEFAULT when given
                     flags[n] = _from_cli(f, value)
-            settings, sources = model.resolve(flags, kw.pop(_SETTINGS_FILE))
-            return body(settings, sources, **kw)
+            file = kw.pop(_SETTINGS_FILE)
+            settings, sources = model.resolve(flags, file)
+            try:
+                return body(settings, sources, **kw)
+            except UserError as exc:  # a check names the flag; say so when a variable or the file set it
+                raise UserError(_with_origin(str(exc), model, sources, file)) from None
 
         command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
         command.__annotations__ = {p.name: p.annotation for p in params}
@@ -112,3 +127,8 @@ def settings_command(
         return body
 
     return decorate
+
+
+def option(model: type[Layered], name: str) -> Any:
+    """One field's typer option, for a command that takes it without the rest of the model."""
+    return _parameter(name, model.model_fields[name]).default

@@ -10,14 +10,15 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from ttsperf.cli.common import print_json, user_errors, write_json
+from ttsperf.cli.common import print_json, write_json
+from ttsperf.cli.options import settings_command
 from ttsperf.console import console
 from ttsperf.errors import UserError
-from ttsperf.facts import STREAM_CHUNK_STEPS
 from ttsperf.plan.api import make_plan
 from ttsperf.plan.predict import Prediction, predict
 from ttsperf.plan.recommend import gpus_range
 from ttsperf.plan.schema import Plan, PlanRow, ScenarioPlan
+from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import Load
 
 HELP = """Choose the GPU, the count and the cost for serving ChatTTS, per scenario.
@@ -345,97 +346,11 @@ def write_outputs(plan: Plan, data: dict, out: str) -> list[Path]:
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("plan", help=HELP)
-    @user_errors
+    @settings_command(app, "plan", PlanSettings, help=HELP)
     def plan_cmd(
-        profile: list[str] = typer.Option(
-            None, "--profile", help="ModelProfile JSON from `ttsperf profile` (repeatable)."
-        ),
-        scenario: str = typer.Option(
-            None, "--scenario", help="realtime | offline | concurrency (default: all three)."
-        ),
-        streams: int = typer.Option(
-            None, "--streams", help="Target load: N concurrent streams (closed loop)."
-        ),
-        rate: float = typer.Option(None, "--rate", help="Target load: R requests/s (Poisson)."),
-        slo: str = typer.Option(
-            None, "--slo", help="e.g. 'ttfa_p99=300ms,underrun_p99=100ms', 'p99=10s', 'none'."
-        ),
-        gpus: str = typer.Option(
-            None, "--gpus", help='Cards to consider, e.g. "T4,RTX 3090,RTX 4090" (default: all).'
-        ),
-        catalog: str = typer.Option(None, "--catalog", help="GPU catalog CSV (default: the shipped one)."),
-        prices: str = typer.Option(
-            None,
-            "--prices",
-            help="Price CSV merged over the shipped one: the cards it names take its prices "
-            "(gpu,usd_per_gpu_hour,source).",
-        ),
-        price: list[str] = typer.Option(
-            None, "--price", help='Override one card: "RTX 4090=0.5" (USD/GPU-hour; repeatable).'
-        ),
-        dtype: str = typer.Option(
-            None, "--dtype", help="fp16 | bf16 | fp32 (default: the profile's, else fp16)."
-        ),
-        audio_seconds: float = typer.Option(
-            8.0, "--audio-seconds", help="Audio per request (the guide's 8 s)."
-        ),
-        prompt_tokens: int = typer.Option(
-            64, "--prompt-tokens", help="Prompt tokens per request (assumption: 64)."
-        ),
-        first_chunk_steps: int = typer.Option(
-            None,
-            "--first-chunk-steps",
-            help="Decode steps before the first audio chunk (default: searched from the official 24).",
-        ),
-        mode: str = typer.Option(
-            "best",
-            "--mode",
-            help="Engine modes to search: best (eager, compile, cuda-graphs) or a list, e.g. eager.",
-        ),
+        settings: PlanSettings,
+        sources: dict[str, str],
         wide: bool = typer.Option(False, "--wide", help="The full table: latencies, max batch, energy."),
-        max_batch: int = typer.Option(
-            None, "--max-batch", help="Cap the engine's batch (slots) below what memory allows."
-        ),
-        slot_tokens: int = typer.Option(
-            None,
-            "--slot-tokens",
-            help="KV tokens reserved per sequence (ttsperf serve: 512 + 2048); default: what a request uses.",
-        ),
-        engine: str = typer.Option(
-            "ttsperf",
-            "--engine",
-            help="ttsperf (as built) | v1 (the engine before v2: per-request prefill and chunk decode).",
-        ),
-        vocoder_overhead: str = typer.Option(
-            None, "--vocoder-overhead", help="What-if launch cost of one Decoder+Vocos call, e.g. 2ms."
-        ),
-        step_overhead: str = typer.Option(
-            None, "--step-overhead", help="What-if per-step fixed overhead, e.g. 3ms."
-        ),
-        own: list[str] = typer.Option(
-            None,
-            "--own",
-            help='Bought, not rented: "RTX 4090" (launch price shipped) or "A100 40GB PCIe=9000".',
-        ),
-        amortize: str = typer.Option(
-            "3y", "--amortize", help="Spread an owned card's price over 3y, 36m, ..."
-        ),
-        electricity: str = typer.Option(
-            None, "--electricity", help="USD per kWh for owned cards, e.g. 0.15."
-        ),
-        memory_at: int = typer.Option(
-            None, "--memory-at", help="Also show the memory breakdown at this batch."
-        ),
-        requests: int = typer.Option(
-            1000,
-            "--requests",
-            help="Measured requests per simulation (p99 needs >= 1000); --predict: bench's --requests.",
-        ),
-        seed: int = typer.Option(0, "--seed", help="Simulation seed (results are deterministic per seed)."),
-        gpus_per_machine: int = typer.Option(
-            8, "--gpus-per-machine", help="Cards per machine, for the machines column (8: cloud GPU servers)."
-        ),
         predict_load: bool = typer.Option(
             False,
             "--predict",
@@ -451,67 +366,15 @@ def register(app: typer.Typer) -> None:
             help="FILE.json: the Plan JSON; DIR/: plan.json + a cost-vs-P99 SVG per scenario.",
         ),
     ) -> None:
-        if memory_at is not None and memory_at < 1:
-            raise UserError(f"--memory-at: expected a batch >= 1, found {memory_at}")
         if predict_load:
-            unused = {"--scenario": scenario, "--slo": slo, "--catalog": catalog, "--prices": prices,
-                      "--price": price, "--slot-tokens": slot_tokens, "--own": own,
-                      "--electricity": electricity, "--memory-at": memory_at,
-                      "--mode": mode != "best", "--wide": wide}  # fmt: skip
-            given = [flag for flag, value in unused.items() if value]
-            if given:
-                raise UserError(
-                    f"--predict: {', '.join(given)} not used (one device, one load, no SLO or cost)"
-                )
-            p = predict(profile=profile, gpus=gpus, streams=streams, rate=rate, max_batch=max_batch,
-                        dtype=dtype, audio_seconds=audio_seconds, prompt_tokens=prompt_tokens,
-                        first_chunk_steps=first_chunk_steps or STREAM_CHUNK_STEPS,
-                        step_overhead=step_overhead, vocoder_overhead=vocoder_overhead, engine=engine,
-                        requests=requests, seed=seed)  # fmt: skip
-            data = p.dump()
-            if output is not None:
-                to = Path(output)
-                to = to / "prediction.json" if to.is_dir() or output.endswith(("/", "\\")) else to
-                try:
-                    write_json(to, data)
-                except OSError as exc:
-                    raise UserError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
-            if as_json:
-                print_json(data)
-            else:
-                render_prediction(p, console())
+            if wide:
+                raise UserError("--predict: --wide not used (one device, one load, no SLO or cost)")
+            _predict(settings, as_json, output)
             return
         err = Console(stderr=True)
         with err.status("planning...") as status:
-            plan = make_plan(
-                profile=profile,
-                scenario=scenario,
-                streams=streams,
-                rate=rate,
-                slo=slo,
-                gpus=gpus,
-                catalog=catalog,
-                prices=prices,
-                price=price,
-                dtype=dtype,
-                audio_seconds=audio_seconds,
-                prompt_tokens=prompt_tokens,
-                first_chunk_steps=first_chunk_steps,
-                max_batch=max_batch,
-                mode=mode,
-                slot_tokens=slot_tokens,
-                step_overhead=step_overhead,
-                vocoder_overhead=vocoder_overhead,
-                engine=engine,
-                own=own,
-                amortize=amortize,
-                electricity=electricity,
-                memory_at=memory_at,
-                requests=requests,
-                seed=seed,
-                gpus_per_machine=gpus_per_machine,
-                progress=lambda msg: status.update(f"planning {msg}"),
-            )
+            plan = make_plan(settings, progress=lambda msg: status.update(f"planning {msg}"))
+        plan.inputs.settings_sources = sources
         data = plan.dump()
         if output is not None:
             written = write_outputs(plan, data, output)
@@ -521,4 +384,20 @@ def register(app: typer.Typer) -> None:
             print_json(data)
         else:
             # rich wraps at 80 columns when stdout is not a terminal; the table needs ~140
-            render(plan, console(), memory_at, wide)
+            render(plan, console(), settings.memory_at, wide)
+
+
+def _predict(settings: PlanSettings, as_json: bool, output: str | None) -> None:
+    p = predict(settings)
+    data = p.dump()
+    if output is not None:
+        to = Path(output)
+        to = to / "prediction.json" if to.is_dir() or output.endswith(("/", "\\")) else to
+        try:
+            write_json(to, data)
+        except OSError as exc:
+            raise UserError(f"-o {output}: cannot write: {exc.strerror or exc}") from None
+    if as_json:
+        print_json(data)
+    else:
+        render_prediction(p, console())

@@ -6,61 +6,14 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import (
-    ASSETS,
-    DEVICE,
-    DTYPE,
-    MODEL_CONFIG,
-    SYNTHETIC,
-    print_json,
-    user_errors,
-    write_json,
-)
-from ttsperf.errors import UserError
+from ttsperf.cli.common import print_json, write_json
+from ttsperf.cli.options import settings_command
+from ttsperf.profile.settings import QUICK, ProfileSettings
 
 
-def _ints(flag: str, text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise UserError(f"{flag} {text!r}: expected comma-separated positive integers, e.g. 1,4,16") from None
-    if not values or any(v < 1 for v in values):
-        raise UserError(f"{flag} {text!r}: expected comma-separated positive integers, e.g. 1,4,16")
-    return values
-
-
-@user_errors
 def profile(
-    assets: Path | None = ASSETS,
-    synthetic: bool = SYNTHETIC,
-    config: str | None = MODEL_CONFIG,
-    device: str = DEVICE,
-    dtype: str = DTYPE,
-    batches: str = typer.Option("1,4,16", "--batches", help="Batch sizes of the decode-step grid."),
-    contexts: str = typer.Option("64,512,2048", "--contexts", help="KV lengths of the decode-step grid."),
-    prompts: str = typer.Option("16,64,256", "--prompts", help="Prompt lengths for prefill timing."),
-    repeats: int = typer.Option(10, "--repeats", min=1, help="Timed repeats per point (median)."),
-    quick: bool = typer.Option(False, "--quick", help="Batches 1,4; contexts 64,512; 3 repeats."),
-    optimizations: bool = typer.Option(
-        False,
-        "--optimizations",
-        help="Measure the guide's optimisations against fp32 instead (one process each).",
-    ),
-    max_batch_search: bool = typer.Option(
-        False,
-        "--max-batch-search",
-        help="Also find the largest batch that fits at each context (CUDA: OOM-safe bisection; "
-        "CPU: a memory budget).",
-    ),
-    memory_budget: float | None = typer.Option(
-        None,
-        "--memory-budget",
-        help="GiB the process may use in --max-batch-search (CPU default: available RAM minus "
-        "max(1 GiB, 10%); CUDA default: none, out-of-memory decides).",
-    ),
-    max_batch_cap: int | None = typer.Option(
-        None, "--max-batch-cap", min=1, help="Largest batch --max-batch-search tries (default 4096)."
-    ),
+    settings: ProfileSettings,
+    sources: dict[str, str],
     out: Path | None = typer.Option(None, "-o", "--out", help="Write the profile JSON here."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile JSON."),
 ) -> None:
@@ -77,44 +30,37 @@ def profile(
     from ttsperf.cli.synth import load_pipeline
     from ttsperf.profile.measure import profile_model
 
-    if quick:
-        batches, contexts, prompts, repeats = "1,4", "64,512", "16,64", min(repeats, 3)
-    grid = _ints("--batches", batches), _ints("--contexts", contexts), _ints("--prompts", prompts)
+    s = settings.check()
     console = Console(stderr=True)
-    if memory_budget is not None and not memory_budget > 0:
-        raise UserError(f"--memory-budget {memory_budget:g}: expected a positive number of GiB, e.g. 8")
-    if memory_budget is not None and not max_batch_search:
-        raise UserError("--memory-budget: applies to --max-batch-search only; add --max-batch-search")
-    if max_batch_cap is not None and not max_batch_search:
-        raise UserError("--max-batch-cap: applies to --max-batch-search only; add --max-batch-search")
-    if optimizations and max_batch_search:
-        raise UserError("--max-batch-search: not with --optimizations (run them one at a time)")
-    if optimizations:
-        name = config or "chattts"
-        _optimizations(name, device, max(grid[0]), max(grid[1]), repeats, out, as_json, console)
+    if s.optimizations:
+        name = s.config or "chattts"
+        _optimizations(name, s.device, max(s.batches), max(s.contexts), s.repeats, out, as_json, console)
         return
-    pipe = load_pipeline(assets, synthetic, config, device, dtype, seed=0)
+    pipe = load_pipeline(s.assets, s.synthetic, s.config, s.device, s.dtype, seed=0)
     config = pipe.cfg.name
     with console.status("profiling") as status:
         prof = profile_model(
-            pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=repeats,
-            warmup=1 if quick else 3, progress=lambda msg: status.update(f"profiling: {msg}"),
+            pipe, batches=s.batches, contexts=s.contexts, prompts=s.prompts, repeats=s.repeats,
+            warmup=1 if s.quick else 3, progress=lambda msg: status.update(f"profiling: {msg}"),
         )  # fmt: skip
-        if max_batch_search:
+        if s.max_batch_search:
             from ttsperf.profile.maxbatch import DEFAULT_CAP, search_max_batch
 
-            budget = None if memory_budget is None else memory_budget * 1024**3
+            budget = None if s.memory_budget is None else s.memory_budget * 1024**3
             prof.max_batch = search_max_batch(
-                pipe, grid[1], budget_bytes=budget, cap=max_batch_cap or DEFAULT_CAP,
+                pipe, s.contexts, budget_bytes=budget, cap=s.max_batch_cap or DEFAULT_CAP,
                 progress=lambda msg: status.update(f"profiling: {msg}"),
             )  # fmt: skip
+    if s.quick:  # --quick set the grid: its source is the grid's
+        sources = sources | {name: sources["quick"] for name in QUICK}
+    prof.settings, prof.settings_sources = s.model_dump(mode="json"), sources
     data = prof.dump()
     if out is not None:
         write_json(out, data)
     if as_json:
         print_json(data)
         return
-    table = Table(title=f"decode step on {prof.device.name} ({config}, {dtype})")
+    table = Table(title=f"decode step on {prof.device.name} ({config}, {s.dtype})")
     for col in ("batch", "context", "step ms", "spread ms", "x real time", "memory MB"):
         table.add_column(col, justify="right")
     for step, mem in zip(prof.steps, prof.memory, strict=True):
@@ -200,4 +146,4 @@ def _optimizations(config, device, batch, context, repeats, out, as_json, consol
 
 
 def register(app: typer.Typer) -> None:
-    app.command("profile")(profile)
+    settings_command(app, "profile", ProfileSettings)(profile)

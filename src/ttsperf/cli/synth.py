@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import ASSETS, DEVICE, DTYPE, MODEL_CONFIG, SYNTHETIC, print_json, user_errors
+from ttsperf.cli.common import print_json, user_errors
+from ttsperf.cli.options import option
+from ttsperf.model.settings import ModelSettings
+
+# the model flags of synth, export and doctor: ModelSettings' fields, as serve and profile take them
+ASSETS, SYNTHETIC, MODEL_CONFIG, DEVICE, DTYPE = (
+    option(ModelSettings, n) for n in ("assets", "synthetic", "config", "device", "dtype")
+)
 
 
 def model_config(assets: Path | None, synthetic: bool, config: str | None):

@@ -16,15 +16,16 @@ import contextlib
 import threading
 import time
 from collections import deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 import psutil
 import torch
 
+from ttsperf.engine.config import EngineConfig, Switches
 from ttsperf.engine.runner import Admission, Runner
 from ttsperf.engine.stats import EngineStats
-from ttsperf.engine.switches import Switches, apply_switches
+from ttsperf.engine.switches import apply_switches
 from ttsperf.engine.types import (
     AudioChunk,
     NotAccepting,
@@ -35,44 +36,8 @@ from ttsperf.engine.types import (
     SynthResult,
     TextTooLong,
 )
-from ttsperf.errors import UserError
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import row_seeds
-
-
-@dataclass(frozen=True)
-class EngineConfig:
-    max_batch: int | None = None  # None: from free memory (auto_max_batch)
-    max_queue: int = 64
-    max_new_tokens: int = 2048  # 43.7 s of audio, the official default
-    max_prompt_tokens: int = 512
-    first_chunk_steps: int = 24  # 0.51 s of audio before the first streamed chunk
-    chunk_steps: int = 24
-    lookahead_steps: int = 4
-    # prompt tokens (rows x longest prompt) prefilled at one step boundary: joining requests wait
-    # a step or more rather than stall the running streams for one long prefill
-    prefill_tokens: int = 2048
-    request_timeout: float = 300.0
-    retry_after: float = 1.0
-    inject_oom_at_steps: frozenset[int] = field(default_factory=frozenset)  # fault injection (tests)
-
-    def validate(self) -> EngineConfig:
-        names = (
-            "max_queue",
-            "max_new_tokens",
-            "max_prompt_tokens",
-            "first_chunk_steps",
-            "chunk_steps",
-            "prefill_tokens",
-        )
-        for name in names:
-            if getattr(self, name) < 1:
-                raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected at least 1")
-        if self.max_batch is not None and self.max_batch < 1:
-            raise UserError(f"--max-batch {self.max_batch}: expected at least 1 (or auto)")
-        if self.lookahead_steps < 0 or self.lookahead_steps >= self.first_chunk_steps:
-            raise UserError(f"lookahead_steps {self.lookahead_steps}: expected 0 <= it < first_chunk_steps")
-        return self
 
 
 def _is_oom(exc: BaseException) -> bool:

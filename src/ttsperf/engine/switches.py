@@ -6,28 +6,10 @@ failing, so one command line works on a laptop and on a GPU server.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 
+from ttsperf.engine.config import Switches
 from ttsperf.errors import UserError
-
-
-@dataclass(frozen=True)
-class Switches:
-    dtype: str = "fp32"  # fp32 | fp16 | bf16: the weights' storage type
-    autocast: bool = False  # fp32 weights, fp16/bf16 matmuls (the guide's torch.cuda.amp.autocast)
-    tf32: bool = True  # TF32 matmuls on Ampere+ (the guide: +8%)
-    cudnn_benchmark: bool = True  # the guide: -18% with it off
-    inference_mode: bool = True  # vs no_grad: no version counters, no autograd bookkeeping
-    compile: bool = False  # torch.compile the decode step's layers
-    cuda_graphs: bool = False  # capture the decode step (CUDA only)
-    int8: bool = False  # int8 weight-only quantisation of the GPT's linear layers (torchao)
-
-    def validate(self) -> Switches:
-        if self.dtype not in ("fp32", "fp16", "bf16"):
-            raise UserError(f"--dtype {self.dtype!r}: expected fp32, fp16 or bf16")
-        return self
 
 
 def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.device) -> dict:

@@ -16,14 +16,16 @@ holds the last requests' whole latency, so it reads below the arrival rate on a 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from ttsperf import facts as F
 from ttsperf.errors import UserError
-from ttsperf.plan.api import check_inputs
 from ttsperf.plan.cards import Card, apply_what_ifs, build_cards, plan_dtype
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.memory import Workload
+from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import Engine, Load, simulate
 from ttsperf.profile.schema import load_profile
 
@@ -93,28 +95,15 @@ def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Ca
     return card, dt, "chattts", basis, 0
 
 
-def predict(
-    profile: list[str] | None = None,
-    gpus: str | None = None,
-    streams: int | None = None,
-    rate: float | None = None,
-    max_batch: int | None = None,
-    dtype: str | None = None,
-    audio_seconds: float = 8.0,
-    prompt_tokens: int = 64,
-    first_chunk_steps: int = 24,
-    step_overhead: str | None = None,
-    vocoder_overhead: str | None = None,
-    engine: str = "ttsperf",
-    requests: int = 1000,
-    seed: int = 0,
-) -> Prediction:
-    """Simulate one device at one load; the flags are checked as `make_plan` checks them."""
-    if (streams is None) == (rate is None):
-        found = "both" if streams is not None else "neither"
-        raise UserError(f"--predict: expected one load, --streams N or --rate R, found {found}")
-    check_inputs(streams, rate, audio_seconds, prompt_tokens, first_chunk_steps, requests, max_batch, engine)
-    card, dt, config, basis, measured_batch = _device(profile or [], gpus, dtype)
+def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
+    """Simulate one device at one load: `settings`, or keyword arguments named as its fields."""
+    if settings is not None and fields:
+        raise TypeError(f"predict: give settings or keyword arguments, not both ({', '.join(fields)})")
+    s = (settings or PlanSettings.build(**fields)).for_predict()
+    streams, rate, max_batch, engine = s.streams, s.rate, s.max_batch, s.engine
+    audio_seconds, prompt_tokens, requests, seed = s.audio_seconds, s.prompt_tokens, s.requests, s.seed
+    first_chunk_steps = F.STREAM_CHUNK_STEPS if s.first_chunk_steps is None else s.first_chunk_steps
+    card, dt, config, basis, measured_batch = _device(s.profile, s.gpus, s.dtype)
     if config != "chattts" and max_batch is None:
         raise UserError(
             f"--max-batch: expected the server's max batch with a {config} profile "
@@ -122,9 +111,9 @@ def predict(
         )
     if card.step is None:
         raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note})")
-    apply_what_ifs([card], step_overhead, vocoder_overhead)
+    apply_what_ifs([card], s.step_overhead, s.vocoder_overhead)
     if not card.profiled:
-        for flag, value in (("--step-overhead", step_overhead), ("--vocoder-overhead", vocoder_overhead)):
+        for flag, value in (("--step-overhead", s.step_overhead), ("--vocoder-overhead", s.vocoder_overhead)):
             if value is not None:
                 basis += f"; {flag} {value} (what-if)"
     w = Workload(audio_seconds, prompt_tokens, first_chunk_steps=first_chunk_steps)

@@ -8,7 +8,7 @@ Every number in a row carries a basis: `measured` (read from a profile of that c
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -147,6 +147,10 @@ class PlanInputs(BaseModel):
     seed: int
     requests_per_simulation: int
     gpus_per_machine: int = Field(8, description="cards per machine, for the machines column")
+    settings: dict[str, Any] = Field(default_factory=dict, description="every plan setting, resolved")
+    settings_sources: dict[str, str] = Field(
+        default_factory=dict, description="default | file | env | flag per setting (ttsperf plan)"
+    )
 
 
 class Plan(BaseModel):

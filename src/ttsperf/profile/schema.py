@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -138,6 +138,10 @@ class ModelProfile(_Strict):
     achieved_bandwidth_gbs: Measured | None = None
     max_batch: list[MaxBatchPoint] = Field(
         default_factory=list, description="largest batch per context (profile --max-batch-search)"
+    )
+    settings: dict[str, Any] = Field(default_factory=dict, description="every profile setting, resolved")
+    settings_sources: dict[str, str] = Field(
+        default_factory=dict, description="default | file | env | flag per setting (ttsperf profile)"
     )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)

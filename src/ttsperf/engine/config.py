@@ -1,0 +1,62 @@
+"""The engine's settings, torch-free so that a command can show and check them before loading
+anything: the runtime switches (what the model runs as) and the scheduler's limits. Their defaults
+are the engine's; `ttsperf serve`'s options (server/settings.py) take them from here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ttsperf import facts as F
+from ttsperf.errors import UserError
+
+
+@dataclass(frozen=True)
+class Switches:
+    dtype: str = "fp32"  # fp32 | fp16 | bf16: the weights' storage type
+    autocast: bool = False  # fp32 weights, fp16/bf16 matmuls (the guide's torch.cuda.amp.autocast)
+    tf32: bool = True  # TF32 matmuls on Ampere+ (the guide: +8%)
+    cudnn_benchmark: bool = True  # the guide: -18% with it off
+    inference_mode: bool = True  # vs no_grad: no version counters, no autograd bookkeeping
+    compile: bool = False  # torch.compile the decode step's layers
+    cuda_graphs: bool = False  # capture the decode step (CUDA only)
+    int8: bool = False  # int8 weight-only quantisation of the GPT's linear layers (torchao)
+
+    def validate(self) -> Switches:
+        if self.dtype not in ("fp32", "fp16", "bf16"):
+            raise UserError(f"--dtype {self.dtype!r}: expected fp32, fp16 or bf16")
+        return self
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    max_batch: int | None = None  # None: from free memory (auto_max_batch)
+    max_queue: int = 64
+    max_new_tokens: int = F.MAX_NEW_TOKENS  # 43.7 s of audio, the official default
+    max_prompt_tokens: int = 512
+    first_chunk_steps: int = F.STREAM_CHUNK_STEPS  # 0.51 s of audio before the first streamed chunk
+    chunk_steps: int = F.STREAM_CHUNK_STEPS
+    lookahead_steps: int = 4
+    # prompt tokens (rows x longest prompt) prefilled at one step boundary: joining requests wait
+    # a step or more rather than stall the running streams for one long prefill
+    prefill_tokens: int = 2048
+    request_timeout: float = 300.0
+    retry_after: float = 1.0
+    inject_oom_at_steps: frozenset[int] = field(default_factory=frozenset)  # fault injection (tests)
+
+    def validate(self) -> EngineConfig:
+        names = (
+            "max_queue",
+            "max_new_tokens",
+            "max_prompt_tokens",
+            "first_chunk_steps",
+            "chunk_steps",
+            "prefill_tokens",
+        )
+        for name in names:
+            if getattr(self, name) < 1:
+                raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected at least 1")
+        if self.max_batch is not None and self.max_batch < 1:
+            raise UserError(f"--max-batch {self.max_batch}: expected at least 1 (or auto)")
+        if self.lookahead_steps < 0 or self.lookahead_steps >= self.first_chunk_steps:
+            raise UserError(f"lookahead_steps {self.lookahead_steps}: expected 0 <= it < first_chunk_steps")
+        return self

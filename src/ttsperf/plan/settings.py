@@ -1,0 +1,123 @@
+"""Every `ttsperf plan` setting, once: its flags, a settings file's [plan] table, the TTSPERF_PLAN_*
+variables and the keyword arguments of `make_plan` and `predict` are these fields (ttsperf.settings)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+from pydantic_settings import SettingsConfigDict
+
+from ttsperf.errors import UserError
+from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE
+from ttsperf.plan.simulate import ENGINES
+from ttsperf.settings import Flag, Layered
+
+
+class PlanSettings(Layered):
+    """The cards, the load, the workload, the engine's settings to search and the cost inputs."""
+
+    model_config = SettingsConfigDict(env_prefix="TTSPERF_PLAN_")
+
+    profile: Annotated[list[str], Flag(repeat=True)] = Field(
+        [], description="ModelProfile JSON from `ttsperf profile` (repeatable)."
+    )
+    scenario: str | None = Field(None, description="realtime | offline | concurrency (default: all three).")
+    streams: int | None = Field(None, description="Target load: N concurrent streams (closed loop).")
+    rate: float | None = Field(None, description="Target load: R requests/s (Poisson).")
+    slo: str | None = Field(None, description="e.g. 'ttfa_p99=300ms,underrun_p99=100ms', 'p99=10s', 'none'.")
+    gpus: str | None = Field(
+        None, description='Cards to consider, e.g. "T4,RTX 3090,RTX 4090" (default: all).'
+    )
+    catalog: str | None = Field(None, description="GPU catalog CSV (default: the shipped one).")
+    prices: str | None = Field(
+        None,
+        description="Price CSV merged over the shipped one: the cards it names take its prices "
+        "(gpu,usd_per_gpu_hour,source).",
+    )
+    price: Annotated[list[str], Flag(repeat=True)] = Field(
+        [], description='Override one card: "RTX 4090=0.5" (USD/GPU-hour; repeatable).'
+    )
+    dtype: str | None = Field(None, description="fp16 | bf16 | fp32 (default: the profile's, else fp16).")
+    audio_seconds: float = Field(8.0, description="Audio per request (the guide's 8 s).")
+    prompt_tokens: int = Field(64, description="Prompt tokens per request (assumption: 64).")
+    first_chunk_steps: int | None = Field(
+        None,
+        description="Decode steps before the first audio chunk (default: searched from the official 24).",
+    )
+    mode: str = Field(
+        "best",
+        description="Engine modes to search: best (eager, compile, cuda-graphs) or a list, e.g. eager.",
+    )
+    max_batch: int | None = Field(
+        None, description="Cap the engine's batch (slots) below what memory allows."
+    )
+    slot_tokens: int | None = Field(
+        None,
+        description="KV tokens reserved per sequence (ttsperf serve: 512 + 2048); "
+        "default: what a request uses.",
+    )
+    engine: str = Field(
+        "ttsperf",
+        description="ttsperf (as built) | v1 (the engine before v2: per-request prefill and chunk decode).",
+    )
+    vocoder_overhead: str | None = Field(
+        None, description="What-if launch cost of one Decoder+Vocos call, e.g. 2ms."
+    )
+    step_overhead: str | None = Field(None, description="What-if per-step fixed overhead, e.g. 3ms.")
+    own: Annotated[list[str], Flag(repeat=True)] = Field(
+        [], description='Bought, not rented: "RTX 4090" (launch price shipped) or "A100 40GB PCIe=9000".'
+    )
+    amortize: str = Field("3y", description="Spread an owned card's price over 3y, 36m, ...")
+    electricity: str | None = Field(None, description="USD per kWh for owned cards, e.g. 0.15.")
+    memory_at: int | None = Field(None, description="Also show the memory breakdown at this batch.")
+    requests: int = Field(
+        1000,
+        description="Measured requests per simulation (p99 needs >= 1000); --predict: bench's --requests.",
+    )
+    seed: int = Field(0, description="Simulation seed (results are deterministic per seed).")
+    gpus_per_machine: int = Field(
+        DEFAULT_GPUS_PER_MACHINE,
+        description="Cards per machine, for the machines column (8: cloud GPU servers).",
+    )
+
+    def check(self) -> PlanSettings:
+        """The load, workload and engine flags plan and plan --predict share, each named if wrong."""
+        if self.streams is not None and self.rate is not None:
+            raise UserError("--streams and --rate: expected one load, found both")
+        if self.streams is not None and self.streams <= 0:
+            raise UserError(f"--streams: expected a positive number of streams, found {self.streams}")
+        if self.rate is not None and not self.rate > 0:
+            raise UserError(f"--rate: expected a positive request rate (req/s), found {self.rate}")
+        if not self.audio_seconds > 0:
+            raise UserError(f"--audio-seconds: expected a positive number, found {self.audio_seconds}")
+        chunk = self.first_chunk_steps
+        if self.prompt_tokens < 1 or (chunk is not None and chunk < 1) or self.requests < 10:
+            raise UserError(
+                "--prompt-tokens/--first-chunk-steps/--requests: expected >= 1, >= 1, >= 10, found "
+                f"{self.prompt_tokens}, {chunk}, {self.requests}"
+            )
+        if self.max_batch is not None and self.max_batch < 1:
+            raise UserError(f"--max-batch: expected >= 1, found {self.max_batch}")
+        if self.engine not in ENGINES:
+            raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {self.engine!r}")
+        if self.memory_at is not None and self.memory_at < 1:
+            raise UserError(f"--memory-at: expected a batch >= 1, found {self.memory_at}")
+        if self.gpus_per_machine < 1:
+            raise UserError(f"--gpus-per-machine: expected >= 1, found {self.gpus_per_machine}")
+        return self
+
+    def for_predict(self) -> PlanSettings:
+        """--predict: one device at one load; the settings it does not use said so, not ignored."""
+        unused = [
+            name for name in ("scenario", "slo", "catalog", "prices", "price", "slot_tokens", "own",
+                              "electricity", "memory_at")
+            if getattr(self, name)
+        ] + (["mode"] if self.mode != "best" else [])  # fmt: skip
+        if unused:
+            flags = ", ".join("--" + n.replace("_", "-") for n in unused)
+            raise UserError(f"--predict: {flags} not used (one device, one load, no SLO or cost)")
+        if (self.streams is None) == (self.rate is None):
+            found = "both" if self.streams is not None else "neither"
+            raise UserError(f"--predict: expected one load, --streams N or --rate R, found {found}")
+        return self.check()
