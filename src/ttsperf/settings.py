@@ -1,12 +1,13 @@
 """One precedence for the settings of bench, serve, plan and profile:
 defaults < settings file < environment (TTSPERF_<COMMAND>_*) < flags.
 
-Each setting is written once, as a field of a pydantic-settings model (`bench.api.BenchSettings`,
+Each setting is written once, as a field of a pydantic-settings model (`bench.settings.BenchSettings`,
 `server.settings.ServeSettings`, `plan.settings.PlanSettings`, `profile.settings.ProfileSettings`):
 its type, default and help, and a `Flag` where the command line spells it other than
 `--field-name`. `ttsperf.cli.options` makes each command's options from those fields; `resolve()`
-reads the file and the environment with pydantic-settings' own sources, lays the flags over them and
-records where every value came from, so a result file can say it.
+reads the file (json/tomllib: a table per command, or one command's keys at the top) and the
+environment (pydantic-settings' EnvSettingsSource), lays the flags over them, validates once with
+pydantic and records where every value came from, so a result file can say it.
 
     # ttsperf.toml: a table per command (or, for one command, its settings at the top)
     [bench]
