@@ -110,7 +110,7 @@ def _rate(x: float) -> str:
 def _capacity_cell(r: PlanRow, streams: bool) -> str:
     if not r.fits:
         return "no fit"
-    if r.max_streams is None if streams else r.max_rate_rps is None:
+    if (r.max_streams if streams else r.max_rate_rps) is None:
         return "-"
     cap = str(r.max_streams) if streams else _rate(r.max_rate_rps)
     span = r.max_streams_range if streams else r.max_rate_range

@@ -85,7 +85,7 @@ def make_plan(
     if settings is not None and fields:
         raise TypeError(f"make_plan: give settings or keyword arguments, not both ({', '.join(fields)})")
     s = (settings or PlanSettings.build(**fields)).check()
-    first_chunk_steps = F.STREAM_CHUNK_STEPS if s.first_chunk_steps is None else s.first_chunk_steps
+    first_chunk_steps = s.first_chunk()
     names = [s.scenario] if s.scenario else list(SCENARIOS)
     for n in names:
         if n not in SCENARIOS:

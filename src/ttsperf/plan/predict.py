@@ -102,7 +102,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
     s = (settings or PlanSettings.build(**fields)).for_predict()
     streams, rate, max_batch, engine = s.streams, s.rate, s.max_batch, s.engine
     audio_seconds, prompt_tokens, requests, seed = s.audio_seconds, s.prompt_tokens, s.requests, s.seed
-    first_chunk_steps = F.STREAM_CHUNK_STEPS if s.first_chunk_steps is None else s.first_chunk_steps
+    first_chunk_steps = s.first_chunk()
     card, dt, config, basis, measured_batch = _device(s.profile, s.gpus, s.dtype)
     if config != "chattts" and max_batch is None:
         raise UserError(

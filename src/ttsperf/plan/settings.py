@@ -8,6 +8,7 @@ from typing import Annotated
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
 
+from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE
 from ttsperf.plan.simulate import ENGINES
@@ -80,6 +81,10 @@ class PlanSettings(Layered):
         DEFAULT_GPUS_PER_MACHINE,
         description="Cards per machine, for the machines column (8: cloud GPU servers).",
     )
+
+    def first_chunk(self) -> int:
+        """Steps before the first audio: the setting, else the official 24 (plan searches from it)."""
+        return F.STREAM_CHUNK_STEPS if self.first_chunk_steps is None else self.first_chunk_steps
 
     def check(self) -> PlanSettings:
         """The load, workload and engine flags plan and plan --predict share, each named if wrong."""
