@@ -29,13 +29,43 @@ def commands(profile: str) -> dict[str, list[str]]:
         "all": ["plan", "--json"],
         "realtime-100": ["plan", "--scenario", "realtime", "--streams", "100", "--json"],
         "offline": ["plan", "--scenario", "offline", "--json"],
-        "what-if": ["plan", "--scenario", "realtime", "--step-overhead", "3ms", "--vocoder-overhead",
-                    "5ms", "--gpus", "T4,RTX 4090,H100 SXM", "--json"],  # fmt: skip
+        "what-if": [
+            "plan",
+            "--scenario",
+            "realtime",
+            "--step-overhead",
+            "3ms",
+            "--vocoder-overhead",
+            "5ms",
+            "--gpus",
+            "T4,RTX 4090,H100 SXM",
+            "--json",
+        ],  # fmt: skip
         "predict-gpu": ["plan", "--predict", "--gpus", "RTX 4090", "--streams", "32", "--json"],
-        "predict-what-if": ["plan", "--predict", "--gpus", "L4", "--rate", "2", "--step-overhead", "4ms",
-                            "--json"],  # fmt: skip
-        "predict-profile": ["plan", "--predict", "--profile", profile, "--streams", "8", "--max-batch", "8", "--dtype", "fp32",
-                            "--json"],  # fmt: skip
+        "predict-what-if": [
+            "plan",
+            "--predict",
+            "--gpus",
+            "L4",
+            "--rate",
+            "2",
+            "--step-overhead",
+            "4ms",
+            "--json",
+        ],  # fmt: skip
+        "predict-profile": [
+            "plan",
+            "--predict",
+            "--profile",
+            profile,
+            "--streams",
+            "8",
+            "--max-batch",
+            "8",
+            "--dtype",
+            "fp32",
+            "--json",
+        ],  # fmt: skip
         "profile": ["plan", "--profile", profile, "--scenario", "realtime", "--streams", "20", "--json"],
     }
 
@@ -85,7 +115,8 @@ def _compare(base: Path, new: Path) -> int:
         for d in diffs[:20]:
             print(f"  {d}")
         bad += bool(diffs)
-    print(f"{'IDENTICAL' if not bad else 'DIFFERENT'} ({bad} files differ; ignored fields: {', '.join(RUN_SPECIFIC)})")
+    verdict = "IDENTICAL" if not bad else "DIFFERENT"
+    print(f"{verdict} ({bad} files differ; ignored fields: {', '.join(RUN_SPECIFIC)})")
     return 1 if bad else 0
 
 

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 from ttsperf.cli.main import app
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.predict import predict
-from ttsperf.plan.simulate import Engine, Load, simulate
+from ttsperf.plan.simulate import EngineModel, Load, simulate
 from ttsperf.plan.steptime import DEFAULT_T_CHUNK_S
 
 runner = CliRunner()
@@ -42,9 +42,9 @@ def test_a_profiled_device_at_a_closed_loop_is_the_simulation_of_its_fitted_card
 
     cards = build_cards(load_catalog(), [(str(prof), load_profile(prof))], "fp16")
     card = next(c for c in cards if c.profiled)
-    engine = Engine.kind("ttsperf", card.step, 16, Workload())
+    engine = EngineModel.of(card.step, 16, Workload())
     sim = simulate(engine, Load("streams", 16), n_requests=1000, cold_start=True)
-    assert p.prediction.ttfa_p50_s == pytest.approx(sim.ttfa_p50_s, rel=1e-12)
+    assert p.prediction.ttfa_p50_s == pytest.approx(sim.ttfa_p50, rel=1e-12)
     assert p.prediction.throughput_rps == pytest.approx(sim.window_rps, rel=1e-12)
     assert data["prediction"]["mean_batch"] == pytest.approx(sim.mean_batch)
 

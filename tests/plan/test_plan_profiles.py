@@ -228,7 +228,7 @@ def test_profiled_card_returns_the_measured_step_times(make_profile, tmp_path):
     from ttsperf.plan.cards import build_cards
     from ttsperf.plan.catalog import load_catalog
     from ttsperf.plan.memory import Workload
-    from ttsperf.plan.simulate import Engine, Load, simulate
+    from ttsperf.plan.simulate import EngineModel, Load, simulate
     from ttsperf.profile.schema import StepPoint
 
     prof = make_profile(device="2-core x86-64 CPU", kind="cpu", dtype="fp32", memory_bytes=8 * 2**30)
@@ -244,9 +244,9 @@ def test_profiled_card_returns_the_measured_step_times(make_profile, tmp_path):
     assert 0.103 < float(card.step.step(4, 4 * 200)) < 0.118
     # one stream, 2 s of audio: the simulated E2E is the sum of the corrected steps (+ prefill, vocoder)
     w = Workload(audio_seconds=2.0, prompt_tokens=64)
-    r = simulate(Engine(card.step, 4, w), Load("streams", 1), n_requests=10)
+    r = simulate(EngineModel(card.step, 4, w), Load("streams", 1), n_requests=10)
     steps = sum(float(card.step.step(1, 64 + j)) for j in range(w.steps - 1))  # prefill made the first
-    assert r.p50_s - steps == pytest.approx(card.step.prefill(64) + 2.0 * 0.01, rel=0.02)
+    assert r.e2e_p50 - steps == pytest.approx(card.step.prefill(64) + 2.0 * 0.01, rel=0.02)
 
 
 def test_measured_chunk_call_is_the_vocoder_cost_per_row(make_profile):

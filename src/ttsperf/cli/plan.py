@@ -16,7 +16,7 @@ from ttsperf.console import console
 from ttsperf.errors import UserError
 from ttsperf.plan.api import make_plan
 from ttsperf.plan.predict import Prediction, predict
-from ttsperf.plan.recommend import gpus_range
+from ttsperf.plan.rows import gpus_range
 from ttsperf.plan.schema import Plan, PlanRow, ScenarioPlan
 from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import Load
@@ -92,14 +92,8 @@ def render(plan: Plan, console: Console, memory_at: int | None, wide: bool = Fal
         console.print(f"[bold]{sc.scenario}:[/bold] {sc.recommendation}")
 
 
-_SHORT_MODE = {"cuda-graphs": "graphs", "what-if": "what-if"}
-
-
 def setting_cell(r: PlanRow) -> str:
-    st = r.settings
-    if st is None:
-        return "-"
-    return f"{_SHORT_MODE.get(st.mode, st.mode)} {st.dtype} c{st.first_chunk_steps}"
+    return "-" if r.settings is None else r.settings.words(short=True)
 
 
 def _rate(x: float) -> str:

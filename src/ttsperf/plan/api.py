@@ -1,8 +1,16 @@
-"""make_plan(PlanSettings): the library function behind `ttsperf plan` (or keywords: the flags' names)."""
+"""make_plan(PlanSettings): the library function behind `ttsperf plan` (or keywords: the flags' names).
+
+The pipeline: catalog + profiles -> cards (cards.py) -> for every card and scenario, the settings
+search over simulated loads (search.py, capacity.py, simulate.py) -> its row (rows.py) -> the
+answer per scenario (recommend.py). Cards are planned in parallel processes (`plan_scenarios`).
+"""
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +18,17 @@ from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.plan import memory as M
 from ttsperf.plan import steptime as S
-from ttsperf.plan.cards import build_cards, plan_dtype, profiled_name
+from ttsperf.plan.cards import Card, build_cards, plan_dtype, profiled_name
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.cost import parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
-from ttsperf.plan.recommend import Settings, plan_scenarios
-from ttsperf.plan.scenarios import SCENARIOS, parse_duration, parse_slo
-from ttsperf.plan.schema import Default, Plan, PlanInputs
+from ttsperf.plan.recommend import recommend
+from ttsperf.plan.rows import plan_row
+from ttsperf.plan.scenarios import SCENARIOS, Scenario, parse_duration, parse_slo
+from ttsperf.plan.schema import Default, Plan, PlanInputs, PlanRow, ScenarioPlan, Slo
+from ttsperf.plan.search import PlanContext, Simulations
 from ttsperf.plan.settings import PlanSettings
-from ttsperf.plan.simulate import ENGINES, Load
+from ttsperf.plan.simulate import Load
 from ttsperf.profile.schema import load_profile
 
 
@@ -78,6 +88,23 @@ def parse_modes(text: str) -> tuple[str, ...]:
     return names
 
 
+def _calibration(s: PlanSettings, profiles: list[str], calibrated: bool) -> str:
+    """What the plan's step models rest on: profiles or defaults, and the what-ifs."""
+    if calibrated:
+        note = "profiled cards fitted to " + ", ".join(profiles) + "; other cards projected from defaults"
+    else:
+        note = "projected from documented defaults (assumptions), no profile given"
+    if s.step_overhead is not None:
+        note += f"; per-step overhead {s.step_overhead} set by --step-overhead (what-if)"
+    if s.vocoder_overhead is not None:
+        note += f"; vocoder call overhead {s.vocoder_overhead} set by --vocoder-overhead (what-if)"
+    return note
+
+
+def _duration(text: str | None, flag: str) -> float | None:
+    return None if text is None else parse_duration(text, flag)
+
+
 def make_plan(
     settings: PlanSettings | None = None, progress: Callable[[str], None] | None = None, **fields: Any
 ) -> Plan:
@@ -112,35 +139,18 @@ def make_plan(
         )
     cards = build_cards(cat, profiles, dt)
     calibrated = any(c.profiled for c in cards)
-    note_extra = "" if s.engine == "ttsperf" else f"; engine what-if '{s.engine}': {ENGINES[s.engine]}"
-    if s.step_overhead is not None:
-        note_extra += f"; per-step overhead {s.step_overhead} set by --step-overhead (what-if)"
-    if s.vocoder_overhead is not None:
-        note_extra += f"; vocoder call overhead {s.vocoder_overhead} set by --vocoder-overhead (what-if)"
-    if calibrated:
-        note = (
-            "profiled cards fitted to "
-            + ", ".join(p for p, _ in profiles)
-            + "; other cards projected from defaults"
-        )
-    else:
-        note = "projected from documented defaults (assumptions), no profile given"
-    note += note_extra
+    note = _calibration(s, [p for p, _ in profiles], calibrated)
     target = Load("streams", s.streams) if s.streams else Load("rate", s.rate) if s.rate else None
     slo_limits = parse_slo(s.slo) if s.slo is not None else None
     own_cards = parse_own(s.own, list(cat.gpus), s.amortize, s.electricity)
-    search = Settings(
+    ctx = PlanContext(
         cat, workload, s.requests, s.seed, s.memory_at, s.max_batch, own_cards, s.engine, s.gpus_per_machine,
         modes=parse_modes(s.mode),
         first_chunk_fixed=s.first_chunk_steps is not None,
-        step_overhead=None if s.step_overhead is None else parse_duration(s.step_overhead, "--step-overhead"),
-        vocoder_overhead=(
-            None if s.vocoder_overhead is None else parse_duration(s.vocoder_overhead, "--vocoder-overhead")
-        ),
+        step_overhead=_duration(s.step_overhead, "--step-overhead"),
+        vocoder_overhead=_duration(s.vocoder_overhead, "--vocoder-overhead"),
     )  # fmt: skip
-    scenarios = plan_scenarios(
-        [SCENARIOS[n] for n in names], cards, target, slo_limits, search, note, progress
-    )
+    scenarios = plan_scenarios([SCENARIOS[n] for n in names], cards, target, slo_limits, ctx, note, progress)
     owned = own_cards.purchases if own_cards else {}
     missing = [c.name for c in cards if c.name not in cat.prices and c.name not in owned]
     notes = []
@@ -173,3 +183,93 @@ def make_plan(
         settings=s.model_dump(mode="json"),
     )
     return Plan(inputs=inputs, scenarios=scenarios, notes=notes)
+
+
+def _with_slo(scenario: Scenario, slo: dict[str, float] | None) -> Scenario:
+    if slo is None:
+        return scenario
+    return Scenario(
+        scenario.name,
+        scenario.description,
+        slo,
+        "user --slo",
+        scenario.load,
+        scenario.load_how,
+        scenario.objective,
+    )
+
+
+def _card_rows(card: Card, work: list[tuple[Scenario, Load]], ctx: PlanContext) -> list[PlanRow]:
+    """One card's row in every scenario (they share its simulations: one process per card)."""
+    sims = Simulations(ctx.seed)
+    return [plan_row(card, scenario, load, ctx, sims) for scenario, load in work]
+
+
+def _workers(cards: int) -> int:
+    """Processes to plan cards in: one per CPU this process may run on, when there are enough
+    cards to pay for starting them (a fresh interpreter each, ~1 s)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return min(cpus, cards) if cards >= 6 else 1
+
+
+def _rows_per_card(
+    cards: list[Card],
+    work: list[tuple[Scenario, Load]],
+    ctx: PlanContext,
+    progress: Callable[[str], None] | None,
+) -> list[list[PlanRow]]:
+    """Every card's rows, cards in parallel processes (each card's rows depend on that card
+    alone, so the result is the same whatever the split)."""
+    workers = _workers(len(cards))
+    if workers == 1:
+        out = []
+        for card in cards:
+            if progress:
+                progress(card.name)
+            out.append(_card_rows(card, work, ctx))
+        return out
+    ctx_mp = multiprocessing.get_context("spawn")  # no fork of a process whose threads hold locks
+    with ProcessPoolExecutor(workers, mp_context=ctx_mp) as pool:
+        futures = [pool.submit(_card_rows, card, work, ctx) for card in cards]
+        out = []
+        for card, fut in zip(cards, futures, strict=True):
+            out.append(fut.result())
+            if progress:
+                progress(f"{card.name} ({len(out)}/{len(cards)}, {workers} processes)")
+        return out
+
+
+def plan_scenarios(
+    scenarios: list[Scenario],
+    cards: list[Card],
+    target: Load | None,
+    slo: dict[str, float] | None,
+    ctx: PlanContext,
+    basis_note: str,
+    progress: Callable[[str], None] | None = None,
+) -> list[ScenarioPlan]:
+    """Every card in every scenario, then one recommendation each."""
+    resolved = [_with_slo(sc, slo) for sc in scenarios]
+    work = [(sc, target or sc.load) for sc in resolved]
+    rows_of = _rows_per_card(cards, work, ctx, progress)
+    plans = []
+    for j, (scenario, load) in enumerate(work):
+        rows = [r[j] for r in rows_of]
+        sentence, rec = recommend(scenario, load, rows, basis_note)
+        plans.append(
+            ScenarioPlan(
+                scenario=scenario.name,
+                description=scenario.description,
+                slo=Slo(limits=scenario.slo, how=scenario.slo_how),
+                load={
+                    "kind": load.kind,
+                    "value": load.value,
+                    "how": "user flag" if target else scenario.load_how,
+                },
+                objective=scenario.objective,
+                rows=rows,
+                recommendation=sentence,
+                recommended=rec,
+            )
+        )
+    return plans

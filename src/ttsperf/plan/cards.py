@@ -8,13 +8,12 @@ defaults. Measured weights bytes and KV bytes/token hold for any card at the sam
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.plan.catalog import Catalog, Gpu
 from ttsperf.plan.memory import MemoryModel, Workload, card_bytes
-from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.schema import Basis
 from ttsperf.plan.steptime import (
     DEFAULT_T_CHUNK_SOURCE,
@@ -190,42 +189,51 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: b
         "interpolated in log batch and log context; nearest edge outside"
     )
     card.step.measured.add("correction")
-    card.step.prefill_points = [(q.rows * q.prompt_tokens, q.seconds.value) for q in p.prefill]
-    if p.prefill:
-        card.step.how["prefill"] = f"interpolated from {len(p.prefill)} prefill times measured in {path}"
-        card.step.measured.add("prefill")
-    if p.audio_calls:
-        card.step.audio_points = [(a.rows, a.seconds.value) for a in p.audio_calls]
-        rows = ", ".join(str(a.rows) for a in p.audio_calls)
-        card.step.how["vocoder"] = (
-            f"the engine's batched call measured in {path} at {rows} rows, interpolated in rows"
-        )
-        card.step.measured.add("vocoder")
-    elif p.vocoder_chunk_seconds is not None:
-        card.step.vocoder_call_s = p.vocoder_chunk_seconds.value
-        card.step.how["vocoder"] = f"one chunk's call measured in {path}: {p.vocoder_chunk_seconds.how}"
-        card.step.measured.add("vocoder")
-    elif p.decode_seconds_per_audio_second is not None:
-        card.step.vocoder_s_per_audio_s = p.decode_seconds_per_audio_second.value
-        card.step.how["vocoder"] = f"measured in {path}: {p.decode_seconds_per_audio_second.how}"
-        card.step.measured.add("vocoder")
+    _fit_calls(card.step, path, p)
     if p.memory:
-        # Runtime term set so the model covers every measured peak (the rest of the model is
-        # architecture); what the measurement holds beyond weights + KV + transients.
-        # The points are decode-step peaks, so no prefill term (prompt 1).
-        excess = []
-        for m in p.memory:
-            b = card.memory.breakdown_at(m.batch, m.context, 1, F.STREAM_CHUNK_STEPS)
-            excess.append(m.peak_bytes.value - (b["total"] - b["runtime"]))
-        card.memory.runtime_bytes = max(0.0, max(excess))
-        card.memory.measured.add("runtime_bytes")
-        card.memory.how["runtime_bytes"] = (
-            f"fitted: the largest excess of {len(excess)} measured peaks in {path} over weights+KV+transients"
-        )
+        _fit_runtime_memory(card, path, p)
     card.searched, card.searched_in = list(p.max_batch), path
     card.profiled = True
     rt = p.runtime
     card.mode = "cuda-graphs" if rt.get("cuda_graphs") else "compile" if rt.get("compile") else "eager"
+
+
+def _fit_calls(step: StepModel, path: str, p: ModelProfile) -> None:
+    """The prefill and Decoder+Vocos calls measured in a profile, where it has them."""
+    step.prefill_points = [(q.rows * q.prompt_tokens, q.seconds.value) for q in p.prefill]
+    if p.prefill:
+        step.how["prefill"] = f"interpolated from {len(p.prefill)} prefill times measured in {path}"
+        step.measured.add("prefill")
+    if p.audio_calls:
+        step.audio_points = [(a.rows, a.seconds.value) for a in p.audio_calls]
+        rows = ", ".join(str(a.rows) for a in p.audio_calls)
+        step.how["vocoder"] = (
+            f"the engine's batched call measured in {path} at {rows} rows, interpolated in rows"
+        )
+        step.measured.add("vocoder")
+    elif p.vocoder_chunk_seconds is not None:
+        step.vocoder_call_s = p.vocoder_chunk_seconds.value
+        step.how["vocoder"] = f"one chunk's call measured in {path}: {p.vocoder_chunk_seconds.how}"
+        step.measured.add("vocoder")
+    elif p.decode_seconds_per_audio_second is not None:
+        step.vocoder_s_per_audio_s = p.decode_seconds_per_audio_second.value
+        step.how["vocoder"] = f"measured in {path}: {p.decode_seconds_per_audio_second.how}"
+        step.measured.add("vocoder")
+
+
+def _fit_runtime_memory(card: Card, path: str, p: ModelProfile) -> None:
+    """The runtime term set so the model covers every measured peak (the rest of the model is
+    architecture): what the measurements hold beyond weights + KV + transients."""
+    # The points are decode-step peaks, so no prefill term (prompt 1).
+    excess = []
+    for m in p.memory:
+        b = card.memory.breakdown_at(m.batch, m.context, 1, F.STREAM_CHUNK_STEPS)
+        excess.append(m.peak_bytes.value - (b["total"] - b["runtime"]))
+    card.memory.runtime_bytes = max(0.0, max(excess))
+    card.memory.measured.add("runtime_bytes")
+    card.memory.how["runtime_bytes"] = (
+        f"fitted: the largest excess of {len(excess)} measured peaks in {path} over weights+KV+transients"
+    )
 
 
 def build_cards(
@@ -279,25 +287,24 @@ def build_cards(
     return cards
 
 
-def apply_what_ifs(cards: list[Card], step_overhead: str | None, vocoder_overhead: str | None) -> None:
-    """--step-overhead / --vocoder-overhead: what-ifs for every card without a profile of its own
-    (e.g. CUDA graphs cut launch overhead); a profiled card keeps what was measured on it."""
-    if vocoder_overhead is not None:
-        v_fixed = parse_duration(vocoder_overhead, "--vocoder-overhead")
-        for c in cards:
-            if c.step is not None and not c.profiled:
-                c.step.vocoder_fixed = v_fixed
-                c.step.how["vocoder"] += (
-                    f"; launch cost {v_fixed * 1e3:g} ms from --vocoder-overhead (what-if)"
-                )
-    if step_overhead is not None:
-        t_fixed = parse_duration(step_overhead, "--step-overhead")
-        for c in cards:
-            if c.step is not None and not c.profiled:
-                c.step.t_fixed = t_fixed
-                c.step.how["t_fixed"] = (
-                    f"{t_fixed * 1e3:g} ms from --step-overhead (user what-if, not measured)"
-                )
+def with_overheads(
+    step: StepModel,
+    t_fixed: float | None,
+    t_how: str | None,
+    vocoder_fixed: float | None = None,
+    vocoder_how: str | None = None,
+) -> StepModel:
+    """A copy of `step` at another per-step overhead and Decoder+Vocos launch cost (None: as it is),
+    each with how it was set: an engine mode's planned figure, or a what-if flag. The one place
+    plan's settings search and `plan --predict` re-set a card's overheads."""
+    out = replace(step, how=dict(step.how))
+    if t_fixed is not None:
+        out.t_fixed = t_fixed
+        out.how["t_fixed"] = t_how or ""
+    if vocoder_fixed is not None:
+        out.vocoder_fixed = vocoder_fixed
+        out.how["vocoder"] += vocoder_how or ""
+    return out
 
 
 def _catalog_card(gpu: Gpu, dtype: str, memory: MemoryModel) -> Card:

@@ -22,11 +22,12 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ttsperf import facts as F
 from ttsperf.errors import UserError
-from ttsperf.plan.cards import Card, apply_what_ifs, build_cards, plan_dtype
+from ttsperf.plan.cards import Card, build_cards, plan_dtype, with_overheads
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.memory import Workload
+from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.settings import PlanSettings
-from ttsperf.plan.simulate import Engine, Load, simulate
+from ttsperf.plan.simulate import EngineModel, Load, simulate
 from ttsperf.profile.schema import load_profile
 
 
@@ -95,6 +96,18 @@ def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Ca
     return card, dt, "chattts", basis, 0
 
 
+def _what_ifs(step_overhead: str | None, vocoder_overhead: str | None) -> tuple:
+    """--step-overhead / --vocoder-overhead -> cards.with_overheads' arguments."""
+    v = None if vocoder_overhead is None else parse_duration(vocoder_overhead, "--vocoder-overhead")
+    t = None if step_overhead is None else parse_duration(step_overhead, "--step-overhead")
+    return (
+        t,
+        None if t is None else f"{t * 1e3:g} ms from --step-overhead (user what-if, not measured)",
+        v,
+        None if v is None else f"; launch cost {v * 1e3:g} ms from --vocoder-overhead (what-if)",
+    )
+
+
 def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
     """Simulate one device at one load: `settings`, or keyword arguments named as its fields."""
     if settings is not None and fields:
@@ -111,8 +124,9 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         )
     if card.step is None:
         raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note})")
-    apply_what_ifs([card], s.step_overhead, s.vocoder_overhead)
-    if not card.profiled:
+    step = card.step
+    if not card.profiled:  # what-ifs for a card without a profile; a profiled one keeps what was measured
+        step = with_overheads(step, *_what_ifs(s.step_overhead, s.vocoder_overhead))
         for flag, value in (("--step-overhead", s.step_overhead), ("--vocoder-overhead", s.vocoder_overhead)):
             if value is not None:
                 basis += f"; {flag} {value} (what-if)"
@@ -127,7 +141,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         )
     load = Load("streams", streams) if streams is not None else Load("rate", float(rate))
     cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
-    r = simulate(Engine.kind(engine, card.step, maxb, w), load, requests, seed, cold_start=cold)
+    r = simulate(EngineModel.of(step, maxb, w), load, requests, seed, cold_start=cold)
     return Prediction(
         device=card.name,
         basis=basis,
@@ -144,10 +158,10 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         prediction=Numbers(
             throughput_rps=r.window_rps,
             audio_seconds_per_s=r.window_rps * w.steps / F.STEPS_PER_AUDIO_SECOND,
-            e2e_p50_s=r.p50_s,
-            e2e_p99_s=r.p99_s,
-            ttfa_p50_s=r.ttfa_p50_s,
-            ttfa_p99_s=r.ttfa_p99_s,
+            e2e_p50_s=r.e2e_p50,
+            e2e_p99_s=r.e2e_p99,
+            ttfa_p50_s=r.ttfa_p50,
+            ttfa_p99_s=r.ttfa_p99,
             mean_batch=r.mean_batch,
             mean_step_s=r.mean_step_s,
         ),

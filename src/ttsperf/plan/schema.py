@@ -48,6 +48,15 @@ class RowSettings(BaseModel):
     serve_flags: str = Field(description="the `ttsperf serve` command line for these settings")
     searched: str = Field("", description="what the search compared to choose these settings")
 
+    def words(self, short: bool = False) -> str:
+        """'cuda-graphs, fp16, first chunk 24 steps'; short (a table cell): 'graphs fp16 c24'."""
+        if short:
+            return f"{_SHORT_MODE.get(self.mode, self.mode)} {self.dtype} c{self.first_chunk_steps}"
+        return f"{self.mode}, {self.dtype}, first chunk {self.first_chunk_steps} steps"
+
+
+_SHORT_MODE = {"cuda-graphs": "graphs"}
+
 
 class PlanRow(BaseModel):
     model_config = ConfigDict(extra="forbid")

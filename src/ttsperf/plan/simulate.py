@@ -1,21 +1,23 @@
 """Discrete-event simulation of the engine's scheduler (continuous batching) over a workload.
 
-One worker owns the device and loops (as ttsperf's engine does; see Engine for the options):
-  1. admit waiting requests while the batch has room (ttsperf's engine: all of them prefilled in
-     one call; its v1: each prefilled alone, in turn);
-  2. run one decode step for every running row, taking t(B, attended tokens) + B x the engine's
-     host cost per row: B x the longest row's context, since the batch is padded to it;
-  3. at a step where rows reach a chunk boundary, decode the new audio (ttsperf's engine: one
-     Decoder+Vocos call for every such row; v1: one call per row); chunks are emitted when that
-     returns; a row whose last step it was leaves the batch (its slot is free for the next step).
+One worker owns the device and loops, as ttsperf's engine does (engine/runner.py):
+  1. admit waiting requests while the batch has room, all of them prefilled in one call;
+  2. run one decode step for every running row, taking t(B, attended tokens) + the engine's host
+     cost per step and per row: B x the longest row's context, since the batch is padded to it;
+  3. at a step where rows reach a chunk boundary, decode the new audio of every such row in one
+     Decoder+Vocos call; chunks are emitted when that returns (the server's event loop hands them
+     out one after another); a row whose last step it was leaves the batch.
 Arrivals are open loop (Poisson or constant at a rate) or closed loop (N streams, each sending its
 next request as soon as the previous one completes).
+
+Three parts: the arrivals (`Arrivals`), the event loop (`_serve`, over the running rows `_Rows`)
+and the summary (`_summary`); one `Request` record per request.
 
 Steps between two events are computed in one vectorised block, so a run costs O(events), not
 O(steps x rows). Deterministic for a given seed.
 
 Example:
-    simulate(Engine(step_model, max_batch=64, workload=Workload()), Load("streams", 32))
+    simulate(EngineModel.of(step_model, max_batch=64, workload=Workload()), Load("streams", 32))
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -35,44 +37,34 @@ P99_MIN_SAMPLES = 1000  # metrics.md: n < 10/(1-p) does not resolve a percentile
 
 
 @dataclass
-class Engine:
-    """The engine being simulated. The field defaults are the plainest engine (ttsperf's v1):
-    decode attention reads every row up to the longest row's length (one padded, masked batch);
-    each joining request is prefilled alone; each row's chunk is decoded by its own
-    Decoder+Vocos call; no host cost per row. `Engine.kind("ttsperf", ...)` is the engine as
-    built (engine/runner.py): batched prefill, one audio call per step, the step model's host
-    cost per row per step."""
+class EngineModel:
+    """The serving engine as the simulator sees it: its step model, its slots and the host's work
+    beside the device. `EngineModel.of(step, ...)` is ttsperf serve's engine (its host costs from
+    the step model); the fields default to none, for tests that isolate one cost."""
 
     step: StepModel
     max_batch: int
     workload: Workload
-    padded_attention: bool = True  # False: each row reads only its own context
-    batched_prefill: bool = False  # True: one prefill call for everyone joining at a boundary
-    batched_vocoder: bool = False  # True: one Decoder+Vocos call per step for all emitting rows
     host_per_row_s: float = 0.0  # host seconds per row per step, on top of t(B, L)
     host_per_step_s: float = 0.0  # host seconds per step whatever its rows, on top of t(B, L)
     handoff_s: float = 0.0  # the server's event loop per chunk sent, one chunk after another
     handoff_serial: bool = False  # True: on the engine's CPU, so the engine waits for it too
 
     @classmethod
-    def kind(cls, name: str, step: StepModel, max_batch: int, workload: Workload) -> Engine:
-        """'ttsperf' (the engine as built) or 'v1' (ttsperf's engine before v2, for comparison)."""
-        if name == "v1":
-            return cls(step, max_batch, workload)
+    def of(cls, step: StepModel, max_batch: int, workload: Workload) -> EngineModel:
+        """ttsperf serve's engine with this step model."""
         return cls(
-            step, max_batch, workload, batched_prefill=True, batched_vocoder=True,
-            host_per_row_s=step.t_row, host_per_step_s=step.t_host,
+            step, max_batch, workload, host_per_row_s=step.t_row, host_per_step_s=step.t_host,
             handoff_s=step.t_chunk, handoff_serial=step.chunk_serial,
         )  # fmt: skip
 
 
-ENGINES = {
-    "ttsperf": "ttsperf serve's engine: one prefill call for every request joining at a step, one "
+ENGINE_HOW = (
+    "ttsperf serve's engine: one prefill call for every request joining at a step, one "
     "Decoder+Vocos call per step for every row that emits, attention padded to the longest row, "
-    "a host cost per row per step",
-    "v1": "ttsperf's engine before v2 (fae7d39): one prefill per joining request, one Decoder+Vocos "
-    "call per row's chunk, attention padded to the longest row",
-}
+    "a host cost per row per step"
+)
+ENGINES = {"ttsperf": ENGINE_HOW}  # what plan's --engine setting accepts (v1 retired: git history)
 
 
 @dataclass(frozen=True)
@@ -90,12 +82,13 @@ class Load:
 class SimResult:
     n: int  # measured requests
     mean_s: float
-    p50_s: float
-    p99_s: float
-    ttfa_p50_s: float
-    ttfa_p99_s: float
+    # latencies in seconds (rtf: a ratio), named as ttsperf.slo names the metrics
+    e2e_p50: float
+    e2e_p99: float
+    ttfa_p50: float
+    ttfa_p99: float
     rtf_p99: float
-    underrun_p99_s: float  # worst playback stall per request (player starts at first chunk)
+    underrun_p99: float  # worst playback stall per request (player starts at first chunk)
     throughput_rps: float
     window_rps: float  # bench's req/s: the measured requests over [first sent, last done]
     audio_throughput: float  # audio seconds per wall second (RTFx)
@@ -124,16 +117,14 @@ def chunk_plan(w: Workload) -> tuple[list[int], list[float]]:
     return ends, audio
 
 
-def attended_tokens(padded: bool, batch: int, prompt: int, g: int, oldest_start: int, sum_start: int) -> int:
+def attended_tokens(batch: int, prompt: int, g: int, oldest_start: int) -> int:
     """Tokens one decode step at global step g attends over (before it writes its own).
 
-    A row that started at step s holds prompt + (g - s) tokens. Padded (ttsperf's engine: one
-    masked batch as long as its longest row): batch x the oldest row's context. Exact: the sum.
-    Either way it grows by `batch` per step, which keeps a run of steps an arithmetic series.
+    A row that started at step s holds prompt + (g - s) tokens; the engine runs one masked batch
+    as long as its longest row, so a step reads batch x the oldest row's context. It grows by
+    `batch` per step, which keeps a run of steps an arithmetic series.
     """
-    if padded:
-        return batch * (prompt + g - oldest_start)
-    return batch * (prompt + g) - sum_start
+    return batch * (prompt + g - oldest_start)
 
 
 def _run_steps(c: tuple[float, ...], batch: int, ctx0: int, k: int, t_stop: float) -> tuple[float, int]:
@@ -185,8 +176,104 @@ def _run_steps(c: tuple[float, ...], batch: int, ctx0: int, k: int, t_stop: floa
     return elapsed, n
 
 
+@dataclass(slots=True)
+class Request:
+    """One request's life in the simulation (times in seconds from the start of the run)."""
+
+    arrival: float
+    stream: int  # its closed-loop stream; -1: an open loop's
+    start_step: int = 0  # the global step it joined the batch at
+    first: float = 0.0  # its first chunk out
+    done: float = math.nan  # its last chunk out (nan: not yet)
+    play_end: float = 0.0  # when playback of what it has received so far ends
+    stall: float = 0.0  # its worst playback stall so far
+
+
+class Arrivals:
+    """Requests to come, earliest first: a closed loop's streams each send the next request when
+    the previous one completes; an open loop's arrive at a rate (Poisson or constant gaps)."""
+
+    def __init__(self, load: Load, rng: np.random.Generator) -> None:
+        self.load, self.rng = load, rng
+        self.requests: list[Request] = []  # by id, in the order they were scheduled
+        self._heap: list[tuple[float, int]] = []  # (time, id)
+        self._last_open = 0.0
+
+    def add(self, t: float, stream: int) -> None:
+        heapq.heappush(self._heap, (t, len(self.requests)))
+        self.requests.append(Request(t, stream))
+
+    def add_open(self) -> None:
+        gap = (
+            self.rng.exponential(1.0 / self.load.value) if self.load.kind == "rate" else 1.0 / self.load.value
+        )
+        self._last_open += gap
+        self.add(self._last_open, -1)
+
+    def start(self, streams: int, cold_start: bool, service_s: float) -> None:
+        """The first arrivals: every stream at t = 0 (cold start), or staggered over one request's
+        service time so they do not march in lockstep, or an open loop's first."""
+        if streams and cold_start:
+            for stream in range(streams):
+                self.add(0.0, stream)
+        elif streams:
+            for s, t0 in enumerate(np.sort(self.rng.uniform(0.0, service_s, streams))):
+                self.add(float(t0), s)
+        else:
+            self.add_open()
+
+    def next_time(self) -> float:
+        return self._heap[0][0] if self._heap else math.inf
+
+    def due(self, now: float, waiting: deque[int]) -> None:
+        """Move every request arrived by `now` to `waiting` (an open loop's next one scheduled)."""
+        heap = self._heap
+        while heap and heap[0][0] <= now:
+            _, rid = heapq.heappop(heap)
+            waiting.append(rid)
+            if self.requests[rid].stream < 0:
+                self.add_open()
+
+
+@dataclass(slots=True)
+class _Rows:
+    """The running batch: when each row started (all rows run the same steps, so the oldest
+    finishes first) and the global steps at which rows emit a chunk."""
+
+    ends: list[int]  # a row's chunk ends, in steps from its start
+    g: int = 0  # global decode step
+    starts: deque[int] = field(default_factory=deque)  # running rows' start steps, oldest first
+    events: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # step -> [(id, chunk)]
+    event_steps: list[int] = field(default_factory=list)  # heap of the keys of `events`
+
+    def admit(self, rid: int) -> None:
+        g = self.g
+        self.starts.append(g)
+        for k, off in enumerate(self.ends):
+            # the prefill's own forward samples the first codes, so a row's n-th step of audio
+            # comes from decode step n - 1 (a one-step request still takes one decode step here)
+            at = g + max(off - 1, 1)
+            if at not in self.events:
+                self.events[at] = []
+                heapq.heappush(self.event_steps, at)
+            self.events[at].append((rid, k))
+
+
+@dataclass(slots=True)
+class _Clock:
+    """The worker's time: now, what it spent, and the event loop beside it."""
+
+    now: float = 0.0
+    idle: float = 0.0  # waiting with nothing to run (for the busy fraction -> power)
+    loop_free: float = 0.0  # when the server's event loop has handed out every chunk so far
+    debt: float = 0.0  # hand-off seconds still to share the engine's CPU with (handoff_serial)
+    steps: int = 0
+    step_time: float = 0.0
+    batch_steps: int = 0  # sum of the batch over steps
+
+
 def simulate(
-    engine: Engine, load: Load, n_requests: int = 1000, seed: int = 0, cold_start: bool = False
+    engine: EngineModel, load: Load, n_requests: int = 1000, seed: int = 0, cold_start: bool = False
 ) -> SimResult:
     """Steady state by default: a warm-up is simulated and left out, a closed loop's streams start
     staggered. cold_start: what `bench` measures after its warm-up drains: an empty engine, a
@@ -197,13 +284,6 @@ def simulate(
     w, sm, maxb = engine.workload, engine.step, engine.max_batch
     if maxb < 1:
         raise ValueError("max_batch must be >= 1")
-    rng = np.random.default_rng(seed)
-    ends, chunk_audio = chunk_plan(w)
-    c0, c1, c2, c3, c4 = sm.coefficients()
-    t_prefill = sm.prefill(w.prompt_tokens)
-    last_chunk = len(ends) - 1
-    prompt, steps = w.prompt_tokens, w.steps
-
     # Warm-up: a closed loop's first request per stream starts from an empty engine.
     streams = int(load.value) if load.kind == "streams" else 0
     if cold_start:
@@ -212,99 +292,58 @@ def simulate(
         warmup = streams if streams else max(10, n_requests // 10)
         # A closed loop is measured over at least one full wave of its streams after the warm-up one.
         n_requests = max(n_requests, streams)
-    measured_end = warmup + n_requests
+    arrivals = Arrivals(load, np.random.default_rng(seed))
+    b0 = min(streams, maxb)  # one request's service time, to stagger a closed loop's streams over
+    service = (
+        w.steps * float(sm.step(b0, b0 * (w.prompt_tokens + w.steps / 2)))
+        if streams and not cold_start
+        else 0.0
+    )
+    arrivals.start(streams, cold_start, service)
+    measured = range(warmup, warmup + n_requests)
+    clock = _serve(engine, arrivals, measured)
+    return _summary(arrivals.requests, measured, clock, streams, cold_start, w.steps)
 
-    arrivals: list[tuple[float, int, int]] = []  # (time, request id, stream)
-    next_id = 0
-    last_open_arrival = 0.0
 
-    def new_arrival(t: float, stream: int) -> None:
-        nonlocal next_id
-        heapq.heappush(arrivals, (t, next_id, stream))
-        next_id += 1
-
-    def next_open_arrival() -> None:
-        nonlocal last_open_arrival
-        gap = rng.exponential(1.0 / load.value) if load.kind == "rate" else 1.0 / load.value
-        last_open_arrival += gap
-        new_arrival(last_open_arrival, -1)
-
-    if streams and cold_start:
-        for stream in range(streams):
-            new_arrival(0.0, stream)
-    elif streams:
-        # Stagger the streams' first requests over one request's service time so they do not
-        # march in lockstep.
-        b0 = min(streams, maxb)
-        est = steps * float(sm.step(b0, b0 * (prompt + steps / 2)))
-        for s, t0 in enumerate(np.sort(rng.uniform(0.0, est, streams))):
-            new_arrival(float(t0), s)
-    else:
-        next_open_arrival()
-
-    arrival_t: dict[int, float] = {}
-    first_t: dict[int, float] = {}
-    done_t: dict[int, float] = {}
-    play_end: dict[int, float] = {}
-    stall: dict[int, float] = {}
-    g_start: dict[int, int] = {}
-    stream_of: dict[int, int] = {}
+def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Clock:
+    """The worker's loop until every measured request is done: admit, run steps up to the next
+    event (a chunk boundary, or an arrival that can join), emit."""
+    w, sm, maxb = engine.workload, engine.step, engine.max_batch
+    ends, chunk_audio = chunk_plan(w)
+    c0, c1, c2, c3, c4 = sm.coefficients()
+    prompt = w.prompt_tokens
+    rows, clock = _Rows(ends), _Clock()
     waiting: deque[int] = deque()
-    events: dict[int, list[tuple[int, int]]] = {}  # global step -> [(request, chunk index)]
-    event_steps: list[int] = []
-    now, g, batch, sum_start = 0.0, 0, 0, 0
-    starts: deque[int] = deque()  # running rows' start steps, oldest first (all rows run S steps)
-    done_measured = 0
-    step_count, step_time_sum, batch_step_sum = 0, 0.0, 0
-    loop_free = 0.0  # when the server's event loop has handed out every chunk so far
-    debt = 0.0  # hand-off seconds still to share the engine's CPU with (handoff_serial)
-    idle = 0.0  # time the worker waits with nothing to run (for the busy fraction -> power)
-
-    def take_arrivals() -> None:
-        while arrivals and arrivals[0][0] <= now:
-            t, rid, s = heapq.heappop(arrivals)
-            arrival_t[rid], stream_of[rid] = t, s
-            waiting.append(rid)
-            if s < 0:
-                next_open_arrival()
-
-    while done_measured < n_requests:
-        take_arrivals()
+    done = 0
+    while done < len(measured):
+        arrivals.due(clock.now, waiting)
         admitted = 0
-        while waiting and batch < maxb:
+        while waiting and len(rows.starts) < maxb:
             rid = waiting.popleft()
-            g_start[rid] = g
-            starts.append(g)
-            batch += 1
-            sum_start += g
+            arrivals.requests[rid].start_step = rows.g
+            rows.admit(rid)
             admitted += 1
-            for k, off in enumerate(ends):
-                # the prefill's own forward samples the first codes, so a row's n-th step of audio
-                # comes from decode step n - 1 (a one-step request still takes one decode step here)
-                at = g + max(off - 1, 1)
-                if at not in events:
-                    events[at] = []
-                    heapq.heappush(event_steps, at)
-                events[at].append((rid, k))
         if admitted:
-            now += sm.prefill(prompt, admitted) if engine.batched_prefill else admitted * t_prefill
+            clock.now += sm.prefill(prompt, admitted)
+        batch = len(rows.starts)
         if batch == 0:
-            gap = max(0.0, arrivals[0][0] - now)
-            idle += gap
-            debt = max(0.0, debt - gap)  # the event loop has the CPU to itself meanwhile
-            now = max(now, arrivals[0][0])
+            t_next = arrivals.next_time()
+            gap = max(0.0, t_next - clock.now)
+            clock.idle += gap
+            clock.debt = max(0.0, clock.debt - gap)  # the event loop has the CPU to itself meanwhile
+            clock.now = max(clock.now, t_next)
             continue
-
-        g_next = event_steps[0]
-        k = g_next - g
+        g_next = rows.event_steps[0]
+        k = g_next - rows.g
         # Run steps until the next row event, or until the first boundary after the next arrival
         # when a slot is free (so it can join).
-        t_arr = arrivals[0][0] - now if (batch < maxb and arrivals) else math.inf
+        t_arr = arrivals.next_time() - clock.now if batch < maxb else math.inf
         # Sharing one CPU with the event loop's pending hand-offs (debt): the first `debt` seconds
         # of steps take twice as long, so an arrival t_arr away comes after t_arr - debt seconds
         # of steps (t_arr / 2 while the debt lasts).
+        debt = clock.debt
         t_stop = t_arr / 2 if t_arr <= 2 * debt else t_arr - debt
-        ctx0 = attended_tokens(engine.padded_attention, batch, prompt, g, starts[0], sum_start)
+        ctx0 = attended_tokens(batch, prompt, rows.g, rows.starts[0])
         # a measured correction of the device's step, taken constant over the run; the host's
         # per-row work comes on top of it
         f = 1.0 if sm.correction is None else sm.factor(batch, ctx0 + batch * k / 2)
@@ -312,81 +351,97 @@ def simulate(
         coef = (c0 * f + host, c1 * f, c2 * f, c3 * f, c4 * f)
         elapsed, stop = _run_steps(coef, batch, ctx0, k, t_stop)
         shared = min(elapsed, debt)
-        debt -= shared
+        clock.debt = debt - shared
         elapsed += shared
-        now += elapsed
-        g += stop
-        step_count += stop
-        step_time_sum += elapsed
-        batch_step_sum += batch * stop
-        if g < g_next:
-            continue
+        clock.now += elapsed
+        rows.g += stop
+        clock.steps += stop
+        clock.step_time += elapsed
+        clock.batch_steps += batch * stop
+        if rows.g >= g_next:
+            heapq.heappop(rows.event_steps)
+            done += _emit(engine, arrivals, rows, clock, rows.events.pop(rows.g), chunk_audio, measured)
+    return clock
 
-        heapq.heappop(event_steps)
-        evs = events.pop(g)
-        if engine.batched_vocoder:
-            now += sm.vocoder(sum(chunk_audio[c] for _, c in evs), len(evs))
-        # the event loop hands the chunks out one after another; on the engine's CPU it has half
-        # of it while the engine runs, and the engine's next steps pay for the other half (debt)
-        per_chunk = engine.handoff_s * (2 if engine.handoff_serial else 1)
-        if engine.handoff_serial:
-            debt += engine.handoff_s * len(evs)
-        for rid, c in evs:
-            a = chunk_audio[c]
-            if not engine.batched_vocoder:  # this row's own call; its chunk is out when it returns
-                now += sm.vocoder(a)
-            loop_free = max(loop_free, now) + per_chunk
-            out = loop_free
-            if c == 0:
-                first_t[rid], play_end[rid], stall[rid] = out, out + a, 0.0
-            else:
-                stall[rid] = max(stall[rid], out - play_end[rid])
-                play_end[rid] = max(play_end[rid], out) + a
-            if c == last_chunk:
-                done_t[rid] = out
-                batch -= 1
-                start = g_start.pop(rid)
-                sum_start -= start
-                assert starts[0] == start  # equal lengths: rows finish in the order they started
-                starts.popleft()
-                if warmup <= rid < measured_end:
-                    done_measured += 1
-                if stream_of[rid] >= 0:
-                    new_arrival(out, stream_of[rid])
 
-    ids = range(warmup, measured_end)
-    e2e = np.array([done_t[i] - arrival_t[i] for i in ids])
-    ttfa = np.array([first_t[i] - arrival_t[i] for i in ids])
-    stalls = np.array([stall[i] for i in ids])
+def _emit(
+    engine: EngineModel,
+    arrivals: Arrivals,
+    rows: _Rows,
+    clock: _Clock,
+    evs: list[tuple[int, int]],
+    chunk_audio: list[float],
+    measured: range,
+) -> int:
+    """One Decoder+Vocos call for every row at a chunk boundary, then its chunks handed out one
+    after another; rows that finish leave (a closed loop's stream sends again). -> measured done."""
+    clock.now += engine.step.vocoder(sum(chunk_audio[c] for _, c in evs), len(evs))
+    # the event loop hands the chunks out one after another; on the engine's CPU it has half
+    # of it while the engine runs, and the engine's next steps pay for the other half (debt)
+    per_chunk = engine.handoff_s * (2 if engine.handoff_serial else 1)
+    if engine.handoff_serial:
+        clock.debt += engine.handoff_s * len(evs)
+    last_chunk = len(chunk_audio) - 1
+    done = 0
+    for rid, c in evs:
+        a = chunk_audio[c]
+        clock.loop_free = max(clock.loop_free, clock.now) + per_chunk
+        out = clock.loop_free
+        q = arrivals.requests[rid]
+        if c == 0:
+            q.first, q.play_end, q.stall = out, out + a, 0.0
+        else:
+            q.stall = max(q.stall, out - q.play_end)
+            q.play_end = max(q.play_end, out) + a
+        if c == last_chunk:
+            q.done = out
+            assert rows.starts[0] == q.start_step  # equal lengths: rows finish in the order they started
+            rows.starts.popleft()
+            done += rid in measured
+            if q.stream >= 0:
+                arrivals.add(out, q.stream)
+    return done
+
+
+def _summary(
+    requests: list[Request], measured: range, clock: _Clock, streams: int, cold_start: bool, steps: int
+) -> SimResult:
+    """Latency percentiles over the measured requests, throughput, and the worker's averages."""
+    ms = [requests[i] for i in measured]
+    arrival = np.array([q.arrival for q in ms])
+    e2e = np.array([q.done for q in ms]) - arrival
+    ttfa = np.array([q.first for q in ms]) - arrival
+    stalls = np.array([q.stall for q in ms])
+    n = len(ms)
     # Throughput. n / (span of the measured requests) would undercount by about
     # n / (n + requests in flight), the span holding the last requests' whole service time.
     # Closed loop: Little's law, N streams / mean E2E (no think time), exact in steady state and
     # blind to the waves equal-length requests march in. Open loop (and a cold start, which is
     # no steady state): every completion inside the measured span, over that span.
     audio_s = steps / F.STEPS_PER_AUDIO_SECOND
+    t0, t1 = min(q.arrival for q in ms), max(q.done for q in ms)
     if streams and not cold_start:
         mean = float(e2e.mean())
         throughput = streams / mean if mean > 0 else math.inf
     else:
-        t0, t1 = min(arrival_t[i] for i in ids), max(done_t[i] for i in ids)
         # bench's definition when reproducing it: the measured successes over their window
-        completed = n_requests if cold_start else sum(1 for t in done_t.values() if t0 < t <= t1)
+        completed = n if cold_start else sum(1 for q in requests if t0 < q.done <= t1)
         throughput = completed / (t1 - t0) if t1 > t0 else math.inf
-    window = max(done_t[i] for i in ids) - min(arrival_t[i] for i in ids)
+    window = t1 - t0
     return SimResult(
-        n=n_requests,
-        window_rps=n_requests / window if window > 0 else math.inf,
+        n=n,
+        window_rps=n / window if window > 0 else math.inf,
         mean_s=float(e2e.mean()),
-        p50_s=float(np.percentile(e2e, 50)),
-        p99_s=float(np.percentile(e2e, 99)),
-        ttfa_p50_s=float(np.percentile(ttfa, 50)),
-        ttfa_p99_s=float(np.percentile(ttfa, 99)),
+        e2e_p50=float(np.percentile(e2e, 50)),
+        e2e_p99=float(np.percentile(e2e, 99)),
+        ttfa_p50=float(np.percentile(ttfa, 50)),
+        ttfa_p99=float(np.percentile(ttfa, 99)),
         rtf_p99=float(np.percentile(e2e / audio_s, 99)),
-        underrun_p99_s=float(np.percentile(stalls, 99)),
+        underrun_p99=float(np.percentile(stalls, 99)),
         throughput_rps=throughput,
         audio_throughput=throughput * audio_s,
-        mean_batch=batch_step_sum / step_count if step_count else 0.0,
-        mean_step_s=step_time_sum / step_count if step_count else 0.0,
-        busy_fraction=1.0 - idle / now if now > 0 else 0.0,
-        p99_resolved=n_requests >= P99_MIN_SAMPLES,
+        mean_batch=clock.batch_steps / clock.steps if clock.steps else 0.0,
+        mean_step_s=clock.step_time / clock.steps if clock.steps else 0.0,
+        busy_fraction=1.0 - clock.idle / clock.now if clock.now > 0 else 0.0,
+        p99_resolved=n >= P99_MIN_SAMPLES,
     )

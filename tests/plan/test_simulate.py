@@ -9,7 +9,7 @@ import pytest
 
 from ttsperf import facts as F
 from ttsperf.plan.memory import Workload
-from ttsperf.plan.simulate import Engine, Load, _run_steps, chunk_plan, simulate
+from ttsperf.plan.simulate import EngineModel, Load, _run_steps, chunk_plan, simulate
 from ttsperf.plan.steptime import StepModel, default_model
 
 KV16 = F.kv_bytes_per_token("fp16")
@@ -24,7 +24,7 @@ def constant_engine(
         sm.prefill_points = [(1, prefill_s), (2, prefill_s)]
     w = Workload(audio_seconds=steps / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1, first_chunk_steps=chunk)
     assert w.steps == steps
-    return Engine(sm, max_batch, w)
+    return EngineModel(sm, max_batch, w)
 
 
 def test_chunk_plan():
@@ -40,9 +40,9 @@ def test_d_d_1_latency_is_the_service_time():
     e = constant_engine(0.01, steps=50, max_batch=1)
     service = 0.01 * (1 + 49)  # prefill (which samples the first step) + 49 decode steps
     r = simulate(e, Load("constant", 1 / (2 * service)), n_requests=200)
-    assert r.p50_s == pytest.approx(service, rel=1e-9)
-    assert r.p99_s == pytest.approx(service, rel=1e-9)
-    assert r.ttfa_p99_s == pytest.approx(0.01 * (1 + 23), rel=1e-9)
+    assert r.e2e_p50 == pytest.approx(service, rel=1e-9)
+    assert r.e2e_p99 == pytest.approx(service, rel=1e-9)
+    assert r.ttfa_p99 == pytest.approx(0.01 * (1 + 23), rel=1e-9)
     assert r.throughput_rps == pytest.approx(1 / (2 * service), rel=0.01)
 
 
@@ -51,7 +51,7 @@ def test_d_d_1_overload_serves_at_1_over_d():
     service = 0.01 * 50
     r = simulate(e, Load("constant", 2 / service), n_requests=400)
     # measured from the first measured arrival to the last completion; the backlog drains at 1/D
-    assert r.p99_s > 50 * service
+    assert r.e2e_p99 > 50 * service
     assert r.mean_batch == 1.0
 
 
@@ -74,8 +74,8 @@ def test_continuous_batching_never_queues_below_max_batch():
     r = simulate(e, Load("rate", 20.0), n_requests=2000, seed=1)
     assert r.mean_batch > 5  # requests overlap...
     # ...but a request only waits for the next step boundary: 99 decode steps (+ at most one)
-    assert 0.99 - 1e-9 <= r.p50_s <= 1.00 + 1e-9
-    assert r.p99_s <= 1.00 + 1e-9
+    assert 0.99 - 1e-9 <= r.e2e_p50 <= 1.00 + 1e-9
+    assert r.e2e_p99 <= 1.00 + 1e-9
 
 
 def test_throughput_saturates_at_max_batch_over_request_time():
@@ -84,7 +84,7 @@ def test_throughput_saturates_at_max_batch_over_request_time():
     assert r.throughput_rps == pytest.approx(8 / (99 * 0.01), rel=0.02)
     assert r.mean_batch == pytest.approx(8, rel=0.01)
     # 32 streams on 8 slots: each request waits ~3 services in the queue
-    assert r.p50_s == pytest.approx(4 * 0.99, rel=0.05)
+    assert r.e2e_p50 == pytest.approx(4 * 0.99, rel=0.05)
 
 
 def test_saturated_throughput_is_unbiased_with_many_streams_in_flight():
@@ -98,15 +98,15 @@ def test_single_stream_latency_by_hand_with_growing_context():
     """One stream on the roofline model: E2E = prefill + sum of t(1, P + j) + vocoder calls, by hand."""
     sm = default_model("fp16", KV16, 300.0, 8.0)
     w = Workload(audio_seconds=2.0, prompt_tokens=40, first_chunk_steps=24)
-    e = Engine(sm, 4, w)
+    e = EngineModel(sm, 4, w)
     steps = w.steps
     decode = sum(float(sm.step(1, 40 + j)) for j in range(steps - 1))  # the prefill made step 1
     ends, audio = chunk_plan(w)
     voc = sum(sm.vocoder(a) for a in audio)
     r = simulate(e, Load("streams", 1), n_requests=20)
-    assert r.p50_s == pytest.approx(sm.prefill(40) + decode + voc, rel=1e-9)
+    assert r.e2e_p50 == pytest.approx(sm.prefill(40) + decode + voc, rel=1e-9)
     ttfa = sm.prefill(40) + sum(float(sm.step(1, 40 + j)) for j in range(23)) + sm.vocoder(audio[0])
-    assert r.ttfa_p50_s == pytest.approx(ttfa, rel=1e-9)
+    assert r.ttfa_p50 == pytest.approx(ttfa, rel=1e-9)
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -131,21 +131,21 @@ def test_underrun_when_steps_are_slower_than_real_time():
     r = simulate(slow, Load("streams", 1), n_requests=20)
     # each 24-step chunk takes 0.72 s to make; the first plays only 24 - 4 held-back steps (0.427 s),
     # so the worst stall is after it: 0.72 - 0.427 s (later ones: 0.72 - 0.512 s)
-    assert r.underrun_p99_s == pytest.approx(24 * 0.030 - 20 / F.STEPS_PER_AUDIO_SECOND, rel=1e-6)
+    assert r.underrun_p99 == pytest.approx(24 * 0.030 - 20 / F.STEPS_PER_AUDIO_SECOND, rel=1e-6)
     slow.workload.lookahead_steps = 0
     r0 = simulate(slow, Load("streams", 1), n_requests=20)
-    assert r0.underrun_p99_s == pytest.approx(24 * 0.030 - 24 / F.STEPS_PER_AUDIO_SECOND, rel=1e-6)
+    assert r0.underrun_p99 == pytest.approx(24 * 0.030 - 24 / F.STEPS_PER_AUDIO_SECOND, rel=1e-6)
     fast = constant_engine(0.010, steps=240, max_batch=1)
-    assert simulate(fast, Load("streams", 1), n_requests=20).underrun_p99_s == 0.0
+    assert simulate(fast, Load("streams", 1), n_requests=20).underrun_p99 == 0.0
 
 
 def test_deterministic_per_seed():
-    e = Engine(default_model("fp16", KV16, 1008, 165.2), 64, Workload())
+    e = EngineModel(default_model("fp16", KV16, 1008, 165.2), 64, Workload())
     a = simulate(e, Load("rate", 3.0), n_requests=300, seed=7)
     b = simulate(e, Load("rate", 3.0), n_requests=300, seed=7)
     c = simulate(e, Load("rate", 3.0), n_requests=300, seed=8)
     assert a == b
-    assert a.p99_s != c.p99_s
+    assert a.e2e_p99 != c.e2e_p99
 
 
 def test_p99_resolution_flag_and_bad_loads():
@@ -154,54 +154,25 @@ def test_p99_resolution_flag_and_bad_loads():
     assert simulate(e, Load("streams", 1), n_requests=1000).p99_resolved
     with pytest.raises(ValueError):
         simulate(e, Load("rate", 0.0))
-    assert math.isfinite(simulate(e, Load("streams", 3), n_requests=50).p99_s)
+    assert math.isfinite(simulate(e, Load("streams", 3), n_requests=50).e2e_p99)
 
 
-def test_attended_tokens_padded_to_the_longest_row_or_exact():
+def test_attended_tokens_padded_to_the_longest_row():
     from ttsperf.plan.simulate import attended_tokens
 
-    # rows started at steps 0, 10, 30; prompt 5; now at step 40: contexts 45, 35, 15
-    assert attended_tokens(False, 3, 5, 40, 0, 0 + 10 + 30) == 45 + 35 + 15
-    assert attended_tokens(True, 3, 5, 40, 0, 0 + 10 + 30) == 3 * 45
+    # rows started at steps 0, 10, 30; prompt 5; now at step 40: the oldest holds 45 tokens
+    assert attended_tokens(3, 5, 40, 0) == 3 * 45
 
 
-def _staggered(padded: bool, batched_vocoder: bool = False, batched_prefill: bool = False):
-    # only the KV term and a fixed cost: padding shows up in the step time, nothing else does
-    sm = StepModel("fp16", KV16, t_fixed=1e-3, inv_bw=1e-9, inv_flops=0.0, vocoder_s_per_audio_s=0.0)
-    w = Workload(audio_seconds=200 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
-    e = Engine(
-        sm, 16, w, padded_attention=padded, batched_vocoder=batched_vocoder, batched_prefill=batched_prefill
-    )
-    return simulate(e, Load("streams", 16), n_requests=400)
-
-
-def test_padded_attention_reads_the_longest_row_for_everyone():
-    padded, exact = _staggered(True), _staggered(False)
-    kv_padded = padded.mean_step_s - 1e-3 - F.DECODE_WEIGHT_PARAMS * 2 * 1e-9
-    kv_exact = exact.mean_step_s - 1e-3 - F.DECODE_WEIGHT_PARAMS * 2 * 1e-9
-    # staggered rows of 200 steps: the oldest is ~200 tokens in, the mean ~100: about twice the reads
-    assert 1.6 < kv_padded / kv_exact < 2.2
-
-
-def test_per_row_vocoder_calls_cost_a_launch_each():
+def test_one_vocoder_call_per_step_for_every_row_that_emits():
     sm = StepModel("fp16", KV16, t_fixed=0.01, inv_bw=0.0, inv_flops=0.0)  # vocoder call = t_fixed
     w = Workload(audio_seconds=48 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
-    per_row = simulate(Engine(sm, 8, w), Load("streams", 8), n_requests=400)
-    batched = simulate(Engine(sm, 8, w, batched_vocoder=True), Load("streams", 8), n_requests=400)
-    assert per_row.p50_s > batched.p50_s
-    one = simulate(Engine(sm, 8, w), Load("streams", 1), n_requests=20)
+    one = simulate(EngineModel(sm, 8, w), Load("streams", 1), n_requests=20)
     # alone: prefill + 47 decode steps + 2 calls (chunk at 24, final at 48), 10 ms each
-    assert one.p50_s == pytest.approx(0.01 * (1 + 47 + 2), rel=1e-9)
-
-
-def test_serial_per_request_work_caps_throughput_with_many_streams():
-    """Per-row vocoder calls and per-request prefills run one after another on the worker:
-    throughput can never beat 1 / (that work per request), however many rows share a step."""
-    sm = StepModel("fp16", KV16, t_fixed=0.001, inv_bw=0.0, inv_flops=0.0, vocoder_fixed=0.01)
-    w = Workload(audio_seconds=48 / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=1)
-    serial = 0.001 + 2 * 0.01  # one prefill + two chunk calls (at 24 and 48 steps)
-    r = simulate(Engine(sm, 500, w), Load("streams", 500), n_requests=500)
-    assert 0.9 / serial < r.throughput_rps <= 1 / serial
+    assert one.e2e_p50 == pytest.approx(0.01 * (1 + 47 + 2), rel=1e-9)
+    # 8 rows sent together share the prefill and each chunk's call: as long as one alone
+    eight = simulate(EngineModel(sm, 8, w), Load("streams", 8), n_requests=8, cold_start=True)
+    assert eight.e2e_p99 == pytest.approx(one.e2e_p50, rel=1e-9)
 
 
 def test_cold_start_closed_loop_runs_in_waves_by_hand():
@@ -211,13 +182,13 @@ def test_cold_start_closed_loop_runs_in_waves_by_hand():
     e = constant_engine(0.01, steps=100, max_batch=4, prefill_s=0.0)
     service = 99 * 0.01
     burst = simulate(e, Load("streams", 8), n_requests=8, cold_start=True)
-    assert burst.p50_s == pytest.approx(1.5 * service, rel=1e-9)  # between the waves: [S] x 4 + [2 S] x 4
-    assert burst.p99_s == pytest.approx(2 * service, rel=1e-9)
+    assert burst.e2e_p50 == pytest.approx(1.5 * service, rel=1e-9)  # between the waves: [S] x 4 + [2 S] x 4
+    assert burst.e2e_p99 == pytest.approx(2 * service, rel=1e-9)
     assert burst.throughput_rps == pytest.approx(4 / service, rel=1e-9)  # 8 done in 2 S
     longer = simulate(e, Load("streams", 8), n_requests=16, cold_start=True)
-    assert longer.p50_s == pytest.approx(2 * service, rel=1e-9)  # 4 x S, then 12 x 2 S
+    assert longer.e2e_p50 == pytest.approx(2 * service, rel=1e-9)  # 4 x S, then 12 x 2 S
     steady = simulate(e, Load("streams", 8), n_requests=400)
-    assert steady.p50_s == pytest.approx(2 * service, rel=1e-9)
+    assert steady.e2e_p50 == pytest.approx(2 * service, rel=1e-9)
 
 
 def test_host_cost_per_row_adds_to_every_decode_step():
@@ -228,17 +199,15 @@ def test_host_cost_per_row_adds_to_every_decode_step():
     r = simulate(e, Load("streams", 8), n_requests=2000)
     assert r.throughput_rps == pytest.approx(8 / ((steps - 1) * (t + 8 * h)), rel=0.02)
     alone = simulate(e, Load("streams", 1), n_requests=20)
-    assert alone.p50_s == pytest.approx((steps - 1) * (t + h), rel=1e-9)
+    assert alone.e2e_p50 == pytest.approx((steps - 1) * (t + h), rel=1e-9)
 
 
-def test_the_engine_as_built_batches_its_calls_and_pays_the_host_cost():
-    sm = StepModel("fp16", KV16, t_fixed=0.01, inv_bw=0.0, inv_flops=0.0, t_row=3e-6)
-    w = Workload(audio_seconds=2.0)
-    built, v1 = Engine.kind("ttsperf", sm, 8, w), Engine.kind("v1", sm, 8, w)
-    assert (built.batched_prefill, built.batched_vocoder, built.host_per_row_s) == (True, True, 3e-6)
-    assert (v1.batched_prefill, v1.batched_vocoder, v1.host_per_row_s) == (False, False, 0.0)
-    assert built.padded_attention and v1.padded_attention  # both pad the batch to its longest row
-    assert (built.handoff_s, built.handoff_serial) == (sm.t_chunk, False) and v1.handoff_s == 0.0
+def test_the_engine_as_built_pays_the_step_models_host_costs():
+    sm = StepModel("fp16", KV16, t_fixed=0.01, inv_bw=0.0, inv_flops=0.0, t_row=3e-6, t_host=2e-4)
+    built = EngineModel.of(sm, 8, Workload(audio_seconds=2.0))
+    assert (built.host_per_row_s, built.host_per_step_s) == (3e-6, 2e-4)
+    assert (built.handoff_s, built.handoff_serial) == (sm.t_chunk, False)
+    assert EngineModel(sm, 8, Workload()).handoff_s == 0.0  # the bare model: no host cost unless set
 
 
 def test_host_cost_per_step_adds_once_whatever_the_batch():
@@ -246,9 +215,9 @@ def test_host_cost_per_step_adds_once_whatever_the_batch():
     e = constant_engine(t, steps=steps, max_batch=8, prefill_s=0.0)
     e.host_per_step_s = c
     alone = simulate(e, Load("streams", 1), n_requests=20)
-    assert alone.p50_s == pytest.approx((steps - 1) * (t + c), rel=1e-9)
+    assert alone.e2e_p50 == pytest.approx((steps - 1) * (t + c), rel=1e-9)
     full = simulate(e, Load("streams", 8), n_requests=16, cold_start=True)
-    assert full.p50_s == pytest.approx((steps - 1) * (t + c), rel=1e-9)  # the same for 8 rows
+    assert full.e2e_p50 == pytest.approx((steps - 1) * (t + c), rel=1e-9)  # the same for 8 rows
 
 
 def test_chunks_emitted_together_leave_one_hand_off_apart():
@@ -261,11 +230,11 @@ def test_chunks_emitted_together_leave_one_hand_off_apart():
     e.handoff_s = h
     beside = simulate(e, Load("streams", 8), n_requests=8, cold_start=True)
     first = 23 * t  # the prefill samples step one
-    assert beside.ttfa_p50_s == pytest.approx(first + 4.5 * h, rel=1e-9)  # 1 h .. 8 h: median 4.5 h
-    assert beside.ttfa_p99_s == pytest.approx(first + 7.93 * h, rel=1e-9)  # numpy's linear p99
-    assert beside.p99_s == pytest.approx((steps - 1) * t + 7.93 * h, rel=1e-9)  # steps never waited
+    assert beside.ttfa_p50 == pytest.approx(first + 4.5 * h, rel=1e-9)  # 1 h .. 8 h: median 4.5 h
+    assert beside.ttfa_p99 == pytest.approx(first + 7.93 * h, rel=1e-9)  # numpy's linear p99
+    assert beside.e2e_p99 == pytest.approx((steps - 1) * t + 7.93 * h, rel=1e-9)  # steps never waited
     e.handoff_serial = True
     shared = simulate(e, Load("streams", 8), n_requests=8, cold_start=True)
-    assert shared.ttfa_p50_s == pytest.approx(first + 9 * h, rel=1e-9)  # 2 h .. 16 h
+    assert shared.ttfa_p50 == pytest.approx(first + 9 * h, rel=1e-9)  # 2 h .. 16 h
     # the 8 first chunks' hand-offs (8 h) stretch the next steps by as much
-    assert shared.p50_s == pytest.approx((steps - 1) * t + 8 * h + 9 * h, rel=1e-9)
+    assert shared.e2e_p50 == pytest.approx((steps - 1) * t + 8 * h + 9 * h, rel=1e-9)

@@ -1,0 +1,295 @@
+"""The settings search: for one card and scenario, the engine setting (mode, first chunk, batch)
+that carries the most load per GPU under the SLO, what binds there, and the load at the ends of
+the mode's sourced overhead range.
+
+A setting is a `Candidate`; `capacity_at` simulates the card at one (through a per-card cache of
+runs, `Simulations`) and bisects its capacity (capacity.py); `search` walks the modes and the
+first-chunk ladder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ttsperf.plan.capacity import Capacity, Simulator, find_capacity
+from ttsperf.plan.cards import Card, with_overheads
+from ttsperf.plan.catalog import Catalog
+from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, Ownership
+from ttsperf.plan.memory import Workload
+from ttsperf.plan.scenarios import Scenario, meets
+from ttsperf.plan.simulate import EngineModel, Load, SimResult, simulate
+from ttsperf.plan.steptime import DEFAULT_T_FIXED_S, EAGER_RANGE_S, MODES, Mode
+
+
+@dataclass
+class PlanContext:
+    """What every row of a plan shares."""
+
+    catalog: Catalog
+    workload: Workload
+    n_requests: int = 1000
+    seed: int = 0
+    memory_at: int | None = None  # memory breakdown at this batch (default: at max batch)
+    batch_cap: int | None = None  # the engine's slot limit, below what memory allows
+    own: Ownership | None = None
+    engine: str = "ttsperf"  # simulate.ENGINES
+    gpus_per_machine: int = DEFAULT_GPUS_PER_MACHINE
+    modes: tuple[str, ...] = tuple(MODES)  # --mode: the engine modes searched
+    first_chunk_fixed: bool = False  # --first-chunk-steps given: not searched
+    step_overhead: float | None = None  # --step-overhead: one what-if overhead instead of the modes
+    vocoder_overhead: float | None = None  # --vocoder-overhead
+    device_flag: str = "cuda"
+
+
+@dataclass
+class Simulations:
+    """One card's simulated runs by (setting, requests, load): its scenarios share them
+    (realtime and concurrency share an SLO, so their searches meet the same loads)."""
+
+    seed: int
+    runs: dict[tuple, SimResult] = field(default_factory=dict)
+
+    def simulator(self, engine: EngineModel, setting: tuple, n_requests: int) -> Simulator:
+        def sim(load: Load) -> SimResult:
+            key = (setting, n_requests, load)
+            if key not in self.runs:
+                self.runs[key] = simulate(engine, load, n_requests=n_requests, seed=self.seed)
+            return self.runs[key]
+
+        return sim
+
+
+# First-chunk sizes the search may move to, from the official 24 steps (reference/chattts.md):
+# smaller ones bring the first audio forward, larger ones buffer more against underruns.
+FIRST_CHUNK_LADDER = (8, 12, 16, 24, 32, 48)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One setting a card is simulated at."""
+
+    mode: Mode
+    first_chunk_steps: int
+    t_fixed: float | None  # None: the card's own (measured) step
+    vocoder_fixed: float | None
+    max_batch: int
+    batch_limit: str  # "memory" or "max batch": what sets max_batch
+
+    def key(self) -> tuple:
+        return (self.mode.name, self.first_chunk_steps, self.t_fixed, self.vocoder_fixed, self.max_batch)
+
+
+@dataclass
+class Searched:
+    """A card's capacity at one setting, and the simulator that found it."""
+
+    candidate: Candidate
+    engine: EngineModel
+    cap: Capacity
+    sim: Simulator
+
+
+@dataclass
+class Search:
+    """One card in one scenario: what `capacity_at` needs besides the setting."""
+
+    card: Card
+    scenario: Scenario
+    kind: str  # "streams" or "rate"
+    ctx: PlanContext
+    sims: Simulations
+
+
+def capacity_at(
+    q: Search,
+    c: Candidate,
+    guess: float | None = None,
+    n_requests: int | None = None,
+    resolution: float = 0.0,
+) -> Searched:
+    """The most load per GPU meeting the scenario's SLO with the card at setting `c`. Without a
+    guess, a coarse search (a quarter of the requests, to 5%) finds one: its runs cost a quarter."""
+    n = n_requests or q.ctx.n_requests
+    engine = engine_at(q.card, c, q.ctx)
+    sim = q.sims.simulator(engine, c.key(), n)
+    coarse = max(250, n // 4)
+    slo = q.scenario.slo
+    if guess is None and slo and coarse < n:
+        rough = q.sims.simulator(engine, c.key(), coarse)
+        guess = find_capacity(engine.max_batch, q.kind, slo, rough, None, 0.05).value or None
+    return Searched(c, engine, find_capacity(engine.max_batch, q.kind, slo, sim, guess, resolution), sim)
+
+
+def what_if_mode(t_fixed: float) -> Mode:
+    """--step-overhead: one overhead instead of the engine's modes."""
+    return Mode("what-if", "", t_fixed, t_fixed, t_fixed, f"--step-overhead {t_fixed * 1e3:g}ms (what-if)")
+
+
+def engine_at(card: Card, c: Candidate, ctx: PlanContext) -> EngineModel:
+    """The simulated engine of `card` at setting `c` (a copy of its step model at the setting's
+    overheads; a profiled card's step as measured)."""
+    step = card.step
+    assert step is not None
+    if c.t_fixed is not None:
+        vocoder_how = None
+        if c.vocoder_fixed is not None:
+            vocoder_how = (
+                f"; launch cost {c.vocoder_fixed * 1e3:.3g} ms (the call runs eagerly in every mode)"
+                if ctx.vocoder_overhead is None
+                else f"; launch cost {c.vocoder_fixed * 1e3:g} ms from --vocoder-overhead (what-if)"
+            )
+        t_how = f"{c.t_fixed * 1e3:.3g} ms per step, {c.mode.name}: {c.mode.source}"
+        step = with_overheads(step, c.t_fixed, t_how, c.vocoder_fixed, vocoder_how)
+    w = replace(ctx.workload, first_chunk_steps=c.first_chunk_steps)
+    return EngineModel.of(step, c.max_batch, w)
+
+
+def search(q: Search, maxb: int) -> tuple[Searched, list[str]]:
+    """The best setting for this card: the most load per GPU meeting the SLO, and what was tried."""
+    w, ctx = q.ctx.workload, q.ctx
+    batch_limit = "max batch" if ctx.batch_cap is not None and ctx.batch_cap <= maxb else "memory"
+
+    def cand(mode: Mode, t_fixed: float | None, vocoder: float | None) -> Candidate:
+        b, limit = maxb, batch_limit
+        if mode.max_batch is not None and mode.max_batch < b:
+            b, limit = mode.max_batch, "max batch"
+        return Candidate(mode, w.first_chunk_steps, t_fixed, vocoder, b, limit)
+
+    if q.card.profiled:  # measured in one mode: plan that mode, as measured
+        mode = MODES.get(q.card.mode, MODES["eager"])
+        return capacity_at(q, cand(mode, None, None)), [
+            f"{mode.name} as profiled (first chunk {w.first_chunk_steps} steps)"
+        ]
+    if ctx.step_overhead is not None:
+        modes = [what_if_mode(ctx.step_overhead)]
+    else:
+        modes = sorted((MODES[m] for m in ctx.modes), key=lambda m: m.t_fixed)
+    cands = [cand(m, m.t_fixed, vocoder_fixed(m, DEFAULT_T_FIXED_S, ctx)) for m in modes]
+    tried, skipped = _search_modes(q, cands)
+    best = max(tried, key=lambda t: t.cap.value)  # the first of equals: the least overhead
+    best, fcs = _search_first_chunk(q, best)
+    how = ", ".join(t.candidate.mode.name for t in tried) + f" at first chunk {w.first_chunk_steps}"
+    if fcs:
+        how += "; first chunk " + ", ".join(map(str, fcs)) + f" with {best.candidate.mode.name}"
+    if skipped:
+        how += f"; {', '.join(skipped)} not simulated (more overhead per step; a larger batch would not help)"
+    return best, [how]
+
+
+def _search_modes(q: Search, cands: list[Candidate]) -> tuple[list[Searched], list[str]]:
+    """Modes from the least overhead up; a mode is skipped when one with less overhead was tried
+    and had at least its batch or was not stopped by its batch (the same step with more overhead
+    carries no more load)."""
+    tried: list[Searched] = []
+    skipped: list[str] = []
+    for c in cands:
+        if any(
+            t.candidate.t_fixed is not None
+            and c.t_fixed is not None
+            and t.candidate.t_fixed <= c.t_fixed
+            and (t.candidate.max_batch >= c.max_batch or not _batch_bound(t, q.kind, q.scenario))
+            for t in tried
+        ):
+            skipped.append(c.mode.name)
+            continue
+        # a start near the answer: the last mode's capacity on this card (never another card's:
+        # a card's row must not depend on which cards are planned beside it)
+        guess = max((t.cap.value for t in tried), default=None)
+        tried.append(capacity_at(q, c, guess or None))
+    return tried, skipped
+
+
+def _search_first_chunk(q: Search, best: Searched) -> tuple[Searched, list[int]]:
+    """The first chunk moves from the official 24 steps (or --first-chunk-steps) in the direction
+    that relieves what binds: smaller while TTFA binds, larger while underruns do."""
+    w, slo = q.ctx.workload, q.scenario.slo
+    fcs: list[int] = []
+    if q.ctx.first_chunk_fixed or not slo:
+        return best, fcs
+    ladder = sorted(set(FIRST_CHUNK_LADDER) | {w.first_chunk_steps})
+    i = ladder.index(w.first_chunk_steps)
+    b0 = binding(best, q.scenario, q.kind)[0]
+    direction = -1 if b0 in ("ttfa", "host") else 1 if b0 == "underrun" else 0
+    while direction and 0 <= i + direction < len(ladder):
+        i += direction
+        c = replace(best.candidate, first_chunk_steps=ladder[i])
+        fcs.append(ladder[i])
+        # better only if it meets the SLO just above the best load so far: one run tells
+        value = best.cap.value
+        step_up = Load(q.kind, value + 1 if q.kind == "streams" else value * 1.01)
+        sim = q.sims.simulator(engine_at(q.card, c, q.ctx), c.key(), q.ctx.n_requests)
+        if value and not meets(sim(step_up), slo):
+            break
+        t = capacity_at(q, c, value or None)
+        if t.cap.value <= value:
+            break
+        best = t
+    return best, fcs
+
+
+def _batch_bound(t: Searched, kind: str, scenario: Scenario) -> bool:
+    """Whether the batch, not the SLO, stopped this setting (a larger batch could carry more)."""
+    if not scenario.slo:
+        return True  # capacity is the saturated card at its max batch
+    if kind == "streams":
+        return t.cap.value >= t.candidate.max_batch
+    return t.cap.result is not None and t.cap.result.mean_batch >= 0.9 * t.candidate.max_batch
+
+
+def vocoder_fixed(mode: Mode, eager_end: float, ctx: PlanContext) -> float | None:
+    """A Decoder+Vocos call's launch cost: --vocoder-overhead, else the eager figure (the call is
+    eager in every mode), the same end of the range as the step's overhead."""
+    if ctx.vocoder_overhead is not None:
+        return ctx.vocoder_overhead
+    if mode.name == "what-if":
+        return None  # follows the what-if overhead, as --step-overhead always has
+    return eager_end
+
+
+def overhead_range(q: Search, best: Searched) -> list | None:
+    """Load per GPU at the high and low ends of the mode's sourced overhead: [low, high]. A range
+    end bounds, it is not the answer: a quarter of the requests (at least 250), to within 5%."""
+    c, mode = best.candidate, best.candidate.mode
+    if c.t_fixed is None or mode.low == mode.high:
+        return None
+    out = []
+    for t_fixed, eager in ((mode.high, EAGER_RANGE_S[1]), (mode.low, EAGER_RANGE_S[0])):
+        end = replace(c, t_fixed=t_fixed, vocoder_fixed=vocoder_fixed(mode, eager, q.ctx))
+        n = max(250, q.ctx.n_requests // 4)
+        out.append(capacity_at(q, end, best.cap.value or None, n, 0.05).cap.value)
+    return out
+
+
+def binding(t: Searched, scenario: Scenario, kind: str) -> tuple[str | None, str]:
+    """What stops more load per GPU at this setting, and how the plan knows: the batch (full), or
+    the first SLO limit the least load that missed it breaks (`host` when that limit is a latency
+    and most of a step is fixed overhead). None when no simulated load missed the SLO."""
+    cap, engine, c = t.cap, t.engine, t.candidate
+    if not scenario.slo:
+        return "throughput", f"no latency bound: the card saturated at {engine.max_batch} rows"
+    if kind == "streams" and cap.value >= engine.max_batch:
+        return c.batch_limit, (
+            f"{engine.max_batch} rows fill the batch ({c.batch_limit}); more streams queue for a slot"
+        )
+    r, load = cap.above, cap.above_load
+    if r is None or load is None:
+        return None, ""
+    failing = [k for k, v in scenario.slo.items() if r.metric(k) > v]
+    if not failing:
+        return None, ""
+    k = failing[0]
+    name = next((n for n in ("ttfa", "underrun", "rtf") if k.startswith(n)), "e2e")
+    step = engine.step
+    b = max(r.mean_batch, 1.0)
+    ctx = engine.workload.prompt_tokens + engine.workload.steps / 2  # a row's mean context
+    overhead = step.t_fixed + step.t_host + step.t_row * b
+    device = float(step.roofline(b, b * ctx)) - step.t_fixed
+    share = overhead / (overhead + device) if overhead + device > 0 else 0.0
+    how = (
+        f"{k} {r.metric(k):.3g} > {scenario.slo[k]:g} at {load.label()}; "
+        f"{share:.0%} of a step at batch {b:.0f} is fixed overhead "
+        f"({overhead * 1e3:.2f} of {(overhead + device) * 1e3:.2f} ms)"
+    )
+    if name in ("ttfa", "e2e", "rtf") and share >= 0.5:
+        return "host", how + ": the host's launches, not the card, bind"
+    return name, how
