@@ -63,58 +63,6 @@ def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names
 
 
 @pytest.mark.slow
-def test_less_overhead_never_plans_fewer_streams_and_dominated_modes_are_skipped():
-    by_mode = {}
-    for mode in ("eager", "compile", "cuda-graphs"):
-        row = make_plan(gpus="RTX 4090", scenario="realtime", requests=200, mode=mode).scenarios[0].rows[0]
-        by_mode[mode] = row
-        assert row.settings.mode == mode
-    assert (
-        by_mode["eager"].max_streams <= by_mode["compile"].max_streams <= by_mode["cuda-graphs"].max_streams
-    )
-    best = make_plan(gpus="RTX 4090", scenario="realtime", requests=200).scenarios[0].rows[0]
-    assert best.max_streams == max(r.max_streams for r in by_mode.values())
-    # graphs' capacity stopped below its 256-row batch, so eager and compile cannot beat it
-    assert "compile, eager not simulated" in best.settings.searched
-    # eager at the official first chunk is host-bound at 10 ms per step: the binding says so and
-    # names the TTFA limit it hits
-    eager24 = make_plan(
-        gpus="RTX 4090", scenario="realtime", requests=200, mode="eager", first_chunk_steps=24
-    ).scenarios[0]
-    assert eager24.rows[0].binding == "host" and "ttfa_p99" in eager24.rows[0].binding_how
-
-
-@pytest.mark.slow
-def test_first_chunk_is_searched_unless_given_and_moves_against_what_binds():
-    searched = make_plan(gpus="RTX 4090", scenario="realtime", requests=200, mode="eager").scenarios[0]
-    row = searched.rows[0]
-    fixed = make_plan(
-        gpus="RTX 4090", scenario="realtime", requests=200, mode="eager", first_chunk_steps=24
-    ).scenarios[0]
-    # TTFA binds eager at 24 steps, so the search tries smaller first chunks and keeps a better one
-    assert fixed.rows[0].settings.first_chunk_steps == 24
-    assert "first chunk 16" in row.settings.searched
-    assert row.max_streams >= fixed.rows[0].max_streams
-    assert "; first chunk" not in fixed.rows[0].settings.searched
-
-
-def test_step_overhead_what_if_replaces_the_modes():
-    row = (
-        make_plan(gpus="RTX 4090", scenario="realtime", requests=200, step_overhead="3ms")
-        .scenarios[0]
-        .rows[0]
-    )
-    assert row.settings.mode == "what-if" and row.settings.step_overhead_s == 0.003
-    assert row.max_streams_range is None  # a what-if has no sourced range
-    assert "--cuda-graphs" not in row.settings.serve_flags
-
-
-def test_bad_mode_is_named():
-    r = runner.invoke(app, ["plan", "--mode", "turbo", "--gpus", "T4"])
-    assert r.exit_code == 2 and "--mode" in r.output and "turbo" in r.output and "cuda-graphs" in r.output
-
-
-@pytest.mark.slow
 def test_cpu_profile_keeps_its_dtype_its_row_apart_and_takes_a_price(profile_file):
     cpu = profile_file(
         device="AMD EPYC 2-core", kind="cpu", t_fixed=0.07, bw_eff=10e9, memory_bytes=8 * 2**30, dtype="fp32"
