@@ -25,7 +25,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -196,11 +196,11 @@ class Arrivals:
     def __init__(self, load: Load, rng: np.random.Generator) -> None:
         self.load, self.rng = load, rng
         self.requests: list[Request] = []  # by id, in the order they were scheduled
-        self._heap: list[tuple[float, int]] = []  # (time, id)
+        self.heap: list[tuple[float, int]] = []  # (time, id)
         self._last_open = 0.0
 
     def add(self, t: float, stream: int) -> None:
-        heapq.heappush(self._heap, (t, len(self.requests)))
+        heapq.heappush(self.heap, (t, len(self.requests)))
         self.requests.append(Request(t, stream))
 
     def add_open(self) -> None:
@@ -223,11 +223,11 @@ class Arrivals:
             self.add_open()
 
     def next_time(self) -> float:
-        return self._heap[0][0] if self._heap else math.inf
+        return self.heap[0][0] if self.heap else math.inf
 
     def due(self, now: float, waiting: deque[int]) -> None:
         """Move every request arrived by `now` to `waiting` (an open loop's next one scheduled)."""
-        heap = self._heap
+        heap = self.heap
         while heap and heap[0][0] <= now:
             _, rid = heapq.heappop(heap)
             waiting.append(rid)
@@ -235,41 +235,85 @@ class Arrivals:
                 self.add_open()
 
 
-@dataclass(slots=True)
 class _Rows:
     """The running batch: when each row started (all rows run the same steps, so the oldest
     finishes first) and the global steps at which rows emit a chunk."""
 
-    ends: list[int]  # a row's chunk ends, in steps from its start
-    g: int = 0  # global decode step
-    starts: deque[int] = field(default_factory=deque)  # running rows' start steps, oldest first
-    events: dict[int, list[tuple[int, int]]] = field(default_factory=dict)  # step -> [(id, chunk)]
-    event_steps: list[int] = field(default_factory=list)  # heap of the keys of `events`
+    def __init__(self, ends: list[int]) -> None:
+        # the prefill's own forward samples the first codes, so a row's n-th step of audio comes
+        # from decode step n - 1 (a one-step request still takes one decode step here)
+        self.emit_after = [max(off - 1, 1) for off in ends]  # decode steps from a row's start
+        self.g = 0  # global decode step
+        self.starts: deque[int] = deque()  # running rows' start steps, oldest first
+        self.events: dict[int, list[tuple[int, int]]] = {}  # global step -> [(id, chunk index)]
+        self.event_steps: list[int] = []  # heap of the keys of `events`
 
     def admit(self, rid: int) -> None:
-        g = self.g
+        g, events = self.g, self.events
         self.starts.append(g)
-        for k, off in enumerate(self.ends):
-            # the prefill's own forward samples the first codes, so a row's n-th step of audio
-            # comes from decode step n - 1 (a one-step request still takes one decode step here)
-            at = g + max(off - 1, 1)
-            if at not in self.events:
-                self.events[at] = []
+        for k, off in enumerate(self.emit_after):
+            at = g + off
+            evs = events.get(at)
+            if evs is None:
+                events[at] = evs = []
                 heapq.heappush(self.event_steps, at)
-            self.events[at].append((rid, k))
+            evs.append((rid, k))
 
 
 @dataclass(slots=True)
-class _Clock:
-    """The worker's time: now, what it spent, and the event loop beside it."""
+class _Totals:
+    """What the worker did over the run, for the summary."""
 
-    now: float = 0.0
-    idle: float = 0.0  # waiting with nothing to run (for the busy fraction -> power)
-    loop_free: float = 0.0  # when the server's event loop has handed out every chunk so far
-    debt: float = 0.0  # hand-off seconds still to share the engine's CPU with (handoff_serial)
-    steps: int = 0
-    step_time: float = 0.0
-    batch_steps: int = 0  # sum of the batch over steps
+    now: float  # the run's length
+    idle: float  # waiting with nothing to run (for the busy fraction -> power)
+    steps: int
+    step_time: float
+    batch_steps: int  # sum of the batch over steps
+
+
+class _Emitter:
+    """Chunks out: one Decoder+Vocos call for every row at a chunk boundary, then the server's
+    event loop hands the chunks out one after another; rows that finish leave the batch (a closed
+    loop's stream sends again)."""
+
+    def __init__(self, engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: range) -> None:
+        self.step, self.arrivals, self.rows, self.measured = engine.step, arrivals, rows, measured
+        self.chunk_audio = chunk_plan(engine.workload)[1]
+        self.handoff_s, self.serial = engine.handoff_s, engine.handoff_serial
+        # on the engine's CPU the event loop has half of it while the engine runs (2 x per chunk),
+        # and the engine's next steps pay for the other half (debt)
+        self.per_chunk = self.handoff_s * (2 if self.serial else 1)
+        self.loop_free = 0.0  # when the event loop has handed out every chunk so far
+
+    def emit(self, evs: list[tuple[int, int]], now: float, debt: float) -> tuple[int, float, float]:
+        """-> (measured requests done, the worker's time after the call, its hand-off debt)."""
+        chunk_audio, requests = self.chunk_audio, self.arrivals.requests
+        now += self.step.vocoder(sum(chunk_audio[c] for _, c in evs), len(evs))
+        if self.serial:
+            debt += self.handoff_s * len(evs)
+        last_chunk = len(chunk_audio) - 1
+        done = 0
+        loop_free, per_chunk = self.loop_free, self.per_chunk
+        for rid, c in evs:
+            a = chunk_audio[c]
+            loop_free = max(loop_free, now) + per_chunk
+            out = loop_free
+            q = requests[rid]
+            if c == 0:
+                q.first, q.play_end, q.stall = out, out + a, 0.0
+            else:
+                q.stall = max(q.stall, out - q.play_end)
+                q.play_end = max(q.play_end, out) + a
+            if c == last_chunk:
+                q.done = out
+                starts = self.rows.starts
+                assert starts[0] == q.start_step  # equal lengths: rows finish in the order they started
+                starts.popleft()
+                done += rid in self.measured
+                if q.stream >= 0:
+                    self.arrivals.add(out, q.stream)
+        self.loop_free = loop_free
+        return done, now, debt
 
 
 def simulate(
@@ -305,106 +349,69 @@ def simulate(
     return _summary(arrivals.requests, measured, clock, streams, cold_start, w.steps)
 
 
-def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Clock:
+def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     """The worker's loop until every measured request is done: admit, run steps up to the next
     event (a chunk boundary, or an arrival that can join), emit."""
     w, sm, maxb = engine.workload, engine.step, engine.max_batch
-    ends, chunk_audio = chunk_plan(w)
     c0, c1, c2, c3, c4 = sm.coefficients()
-    prompt = w.prompt_tokens
-    rows, clock = _Rows(ends), _Clock()
+    prompt, host_step, host_row = w.prompt_tokens, engine.host_per_step_s, engine.host_per_row_s
+    rows = _Rows(chunk_plan(w)[0])
+    starts, event_steps, requests, heap = rows.starts, rows.event_steps, arrivals.requests, arrivals.heap
+    emitter = _Emitter(engine, arrivals, rows, measured)
     waiting: deque[int] = deque()
-    done = 0
-    while done < len(measured):
-        arrivals.due(clock.now, waiting)
+    now = idle = debt = step_time = 0.0  # debt: hand-off seconds still to share the CPU with
+    done = steps = batch_steps = 0
+    n_measured = len(measured)
+    while done < n_measured:
+        arrivals.due(now, waiting)
         admitted = 0
-        while waiting and len(rows.starts) < maxb:
+        while waiting and len(starts) < maxb:
             rid = waiting.popleft()
-            arrivals.requests[rid].start_step = rows.g
+            requests[rid].start_step = rows.g
             rows.admit(rid)
             admitted += 1
         if admitted:
-            clock.now += sm.prefill(prompt, admitted)
-        batch = len(rows.starts)
+            now += sm.prefill(prompt, admitted)
+        batch = len(starts)
         if batch == 0:
             t_next = arrivals.next_time()
-            gap = max(0.0, t_next - clock.now)
-            clock.idle += gap
-            clock.debt = max(0.0, clock.debt - gap)  # the event loop has the CPU to itself meanwhile
-            clock.now = max(clock.now, t_next)
+            gap = max(0.0, t_next - now)
+            idle += gap
+            debt = max(0.0, debt - gap)  # the event loop has the CPU to itself meanwhile
+            now = max(now, t_next)
             continue
-        g_next = rows.event_steps[0]
-        k = g_next - rows.g
+        g, g_next = rows.g, event_steps[0]
+        k = g_next - g
         # Run steps until the next row event, or until the first boundary after the next arrival
         # when a slot is free (so it can join).
-        t_arr = arrivals.next_time() - clock.now if batch < maxb else math.inf
+        t_arr = heap[0][0] - now if (batch < maxb and heap) else math.inf
         # Sharing one CPU with the event loop's pending hand-offs (debt): the first `debt` seconds
         # of steps take twice as long, so an arrival t_arr away comes after t_arr - debt seconds
         # of steps (t_arr / 2 while the debt lasts).
-        debt = clock.debt
         t_stop = t_arr / 2 if t_arr <= 2 * debt else t_arr - debt
-        ctx0 = attended_tokens(batch, prompt, rows.g, rows.starts[0])
+        ctx0 = attended_tokens(batch, prompt, g, starts[0])
         # a measured correction of the device's step, taken constant over the run; the host's
         # per-row work comes on top of it
         f = 1.0 if sm.correction is None else sm.factor(batch, ctx0 + batch * k / 2)
-        host = engine.host_per_step_s + engine.host_per_row_s * batch
-        coef = (c0 * f + host, c1 * f, c2 * f, c3 * f, c4 * f)
+        coef = (c0 * f + (host_step + host_row * batch), c1 * f, c2 * f, c3 * f, c4 * f)
         elapsed, stop = _run_steps(coef, batch, ctx0, k, t_stop)
         shared = min(elapsed, debt)
-        clock.debt = debt - shared
+        debt -= shared
         elapsed += shared
-        clock.now += elapsed
-        rows.g += stop
-        clock.steps += stop
-        clock.step_time += elapsed
-        clock.batch_steps += batch * stop
-        if rows.g >= g_next:
-            heapq.heappop(rows.event_steps)
-            done += _emit(engine, arrivals, rows, clock, rows.events.pop(rows.g), chunk_audio, measured)
-    return clock
-
-
-def _emit(
-    engine: EngineModel,
-    arrivals: Arrivals,
-    rows: _Rows,
-    clock: _Clock,
-    evs: list[tuple[int, int]],
-    chunk_audio: list[float],
-    measured: range,
-) -> int:
-    """One Decoder+Vocos call for every row at a chunk boundary, then its chunks handed out one
-    after another; rows that finish leave (a closed loop's stream sends again). -> measured done."""
-    clock.now += engine.step.vocoder(sum(chunk_audio[c] for _, c in evs), len(evs))
-    # the event loop hands the chunks out one after another; on the engine's CPU it has half
-    # of it while the engine runs, and the engine's next steps pay for the other half (debt)
-    per_chunk = engine.handoff_s * (2 if engine.handoff_serial else 1)
-    if engine.handoff_serial:
-        clock.debt += engine.handoff_s * len(evs)
-    last_chunk = len(chunk_audio) - 1
-    done = 0
-    for rid, c in evs:
-        a = chunk_audio[c]
-        clock.loop_free = max(clock.loop_free, clock.now) + per_chunk
-        out = clock.loop_free
-        q = arrivals.requests[rid]
-        if c == 0:
-            q.first, q.play_end, q.stall = out, out + a, 0.0
-        else:
-            q.stall = max(q.stall, out - q.play_end)
-            q.play_end = max(q.play_end, out) + a
-        if c == last_chunk:
-            q.done = out
-            assert rows.starts[0] == q.start_step  # equal lengths: rows finish in the order they started
-            rows.starts.popleft()
-            done += rid in measured
-            if q.stream >= 0:
-                arrivals.add(out, q.stream)
-    return done
+        now += elapsed
+        rows.g = g = g + stop
+        steps += stop
+        step_time += elapsed
+        batch_steps += batch * stop
+        if g >= g_next:
+            heapq.heappop(event_steps)
+            n, now, debt = emitter.emit(rows.events.pop(g), now, debt)
+            done += n
+    return _Totals(now, idle, steps, step_time, batch_steps)
 
 
 def _summary(
-    requests: list[Request], measured: range, clock: _Clock, streams: int, cold_start: bool, steps: int
+    requests: list[Request], measured: range, totals: _Totals, streams: int, cold_start: bool, steps: int
 ) -> SimResult:
     """Latency percentiles over the measured requests, throughput, and the worker's averages."""
     ms = [requests[i] for i in measured]
@@ -440,8 +447,8 @@ def _summary(
         underrun_p99=float(np.percentile(stalls, 99)),
         throughput_rps=throughput,
         audio_throughput=throughput * audio_s,
-        mean_batch=clock.batch_steps / clock.steps if clock.steps else 0.0,
-        mean_step_s=clock.step_time / clock.steps if clock.steps else 0.0,
-        busy_fraction=1.0 - clock.idle / clock.now if clock.now > 0 else 0.0,
+        mean_batch=totals.batch_steps / totals.steps if totals.steps else 0.0,
+        mean_step_s=totals.step_time / totals.steps if totals.steps else 0.0,
+        busy_fraction=1.0 - totals.idle / totals.now if totals.now > 0 else 0.0,
         p99_resolved=n >= P99_MIN_SAMPLES,
     )
