@@ -12,6 +12,7 @@ window-length bucket for the rows that emit audio.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 import psutil
@@ -53,8 +54,7 @@ class Admission:
     forced: bool  # its length is the limit (speech-rate model): EOS is not sampled
 
 
-@dataclass(frozen=True)
-class StepOutput:
+class StepOutput(NamedTuple):
     """What a step tells the scheduler, per live row (slot = index). The arrays are views of the
     runner's host mirror: read them before rows move (`remove`)."""
 
@@ -118,10 +118,6 @@ class Runner:
         return sl
 
     # ------------------------------------------------------------------ the step
-
-    @property
-    def size(self) -> int:
-        return self.state.size
 
     def step(self) -> StepOutput:
         """One decode step for every row (graphed where captured), then the one copy to the host."""
