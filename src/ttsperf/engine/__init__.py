@@ -1,4 +1,19 @@
 """Continuous-batching inference for ChatTTS: one worker thread owns the model and the device.
 
+The scheduler decides, the runner runs (vLLM v1's split):
+  engine.py     Engine: the public API and the scheduler's turn (admit, step, events)
+  admission.py  the bounded queue; who joins at a step boundary (rows, prefill token budget)
+  lengths.py    how long a row runs; why its result says it stopped
+  rows.py       the scheduler's row table, moved with the runner's compaction
+  emission.py   after a step: chunks due, rows finished, rows gone
+  replies.py    a request's result or error, counted
+  oom.py        the OOM policy (decides; the engine applies)
+  faults.py     fault injection, chosen at construction
+  worker.py     the worker thread, drain and shutdown
+  health.py     what /healthz says about the engine
+  runner.py     the KV slots (sized by it), the step, sampling, audio -> StepOutput
+  batch.py      the persistent batch in tensors and its host mirror
+  step.py       the decode step, compiled or CUDA-graphed; audio.py: hidden states -> audio
+
 The KV slots and the slot forward it runs live in ttsperf.model (kv.py, forward.py): the one-batch
 pipeline uses them too, so the conformance check against the official package covers them."""

@@ -4,12 +4,15 @@ Rows occupy slots 0..B-1 of every tensor, the KV slots included. A step reads an
 whole slices, with no Python loop over rows; rows join by writing their slot and leave by moving
 the last rows into the freed slots (one indexed copy per tensor for all the moves of a step).
 
-The host keeps a mirror of what it needs to schedule (steps done, limits, emit schedule,
-deadlines) in NumPy arrays, refreshed from one device-to-host copy per step. The tensors and the
-step's update of them (`Rows`, `Rows.accept`) are model/step.py's, which the pipeline runs too.
+The runner keeps a host mirror of what it needs per row (`HostMirror`), refreshed from one
+device-to-host copy per step. What the scheduler keeps per row (deadlines, emit schedule, limits)
+is its own (rows.py), moved with the same moves. The tensors and the step's update of them
+(`Rows`, `Rows.accept`) are model/step.py's, which the pipeline runs too.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass, fields
 
 import numpy as np
 import torch
@@ -18,22 +21,36 @@ from ttsperf.model.sampling import RowParams
 from ttsperf.model.step import Rows
 
 
+@dataclass
+class HostMirror:
+    """The runner's per-row NumPy arrays, slot = index."""
+
+    steps: np.ndarray  # codes taken: refreshed by BatchState.sync
+    done: np.ndarray  # sampled EOS: refreshed by BatchState.sync
+    positions: np.ndarray  # the host's own count: the longest row's without reading the device
+    kept: np.ndarray  # sampling candidates per row: the step's top-k width
+
+    @classmethod
+    def empty(cls, max_batch: int) -> HostMirror:
+        i64 = np.int64
+        return cls(
+            np.zeros(max_batch, i64),
+            np.zeros(max_batch, bool),
+            np.zeros(max_batch, i64),
+            np.zeros(max_batch, i64),
+        )
+
+    def columns(self) -> list[np.ndarray]:
+        return [getattr(self, f.name) for f in fields(self)]
+
+
 class BatchState(Rows):
     def __init__(self, *args, **kwargs):  # Rows' own
         super().__init__(*args, **kwargs)
         max_batch, device = self.codes.shape[0], self.device
         self.size = 0
-        # the host's per-row arrays: steps and done refreshed by `sync`, the rest the host's own
-        self.host = {
-            "steps": np.zeros(max_batch, np.int64),
-            "done": np.zeros(max_batch, bool),
-            "limits": np.zeros(max_batch, np.int64),
-            "kept": np.zeros(max_batch, np.int64),
-            "positions": np.zeros(max_batch, np.int64),
-            "deadline": np.zeros(max_batch, np.float64),
-            "stream": np.zeros(max_batch, bool),
-            "next_emit": np.zeros(max_batch, np.int64),
-        }
+        self.host = HostMirror.empty(max_batch)
+        self._host_columns = self.host.columns()
         pin = device.type == "cuda"
         self._status = torch.zeros(max_batch, dtype=torch.long, pin_memory=pin)
 
@@ -44,35 +61,35 @@ class BatchState(Rows):
         forced: list[bool],
         keys: torch.Tensor,
         params: RowParams,
-        host: dict[str, list],
+        kept: list[int],
     ) -> slice:
-        """Write n new rows after the live ones -> their slice (they join the next step).
-        `host`: the new rows' values of the host-only arrays (deadline, stream, next_emit, kept)."""
+        """Write n new rows after the live ones -> their slice (they join the next step)."""
         n = len(positions)
         sl = slice(self.size, self.size + n)
         self.put(sl, positions, limits, forced, keys, params)
         h = self.host
-        h["steps"][sl], h["done"][sl], h["limits"][sl], h["positions"][sl] = 0, False, limits, positions
-        for name, values in host.items():
-            h[name][sl] = values
+        h.steps[sl], h.done[sl], h.positions[sl], h.kept[sl] = 0, False, positions, kept
         self.size += n
         return sl
 
-    def sync(self) -> None:
-        """The step's one device-to-host copy: steps done and EOS flags of the live rows."""
-        b = self.size
+    def sync(self) -> int:
+        """The step's one device-to-host copy: steps done and EOS flags of the live rows.
+        -> the codes taken since the last sync (a joining row's first, from its prefill, included)."""
+        b, h = self.size, self.host
         packed = self.steps[:b] * 2 + self.done[:b]
         status = self._status[:b]
         status.copy_(packed, non_blocking=True)
         if self.device.type == "cuda":
             torch.cuda.current_stream(self.device).synchronize()
+        before = int(h.steps[:b].sum())
         host = status.numpy()
-        self.host["steps"][:b] = host >> 1
-        self.host["done"][:b] = (host & 1).astype(bool)
+        h.steps[:b] = host >> 1
+        h.done[:b] = (host & 1).astype(bool)
+        return int(h.steps[:b].sum()) - before
 
     def compact(self, leaving: np.ndarray) -> list[tuple[int, int]]:
         """Drop the rows in `leaving` (slot indices); move the last staying rows into the holes.
-        -> the (src, dst) moves, for the caller's own per-slot data (KV slots, Python rows)."""
+        -> the (src, dst) moves, for the caller's own per-slot data (KV slots, the scheduler's rows)."""
         b = self.size
         gone = np.zeros(b, bool)
         gone[leaving] = True
@@ -85,8 +102,8 @@ class BatchState(Rows):
             dst = torch.as_tensor(holes, device=self.device)
             for t in self.tensors():
                 t[dst] = t[src]
-            for host in self.host.values():
-                host[holes] = host[movers]
+            for column in self._host_columns:
+                column[holes] = column[movers]
         self.size = new_size
         return moves
 

@@ -1,6 +1,8 @@
 """What runs on the device: the KV slots, the persistent batch, the step, sampling and audio.
 
-The scheduler (engine.py) decides who runs; the runner runs them. Per step it makes a fixed
+The scheduler (engine.py) decides who runs; the runner runs them and answers with a small
+`StepOutput` (steps taken, EOS flags), never its batch state. It sizes the KV cache it allocates
+(`auto_max_batch`: how many rows fit in memory). Per step it makes a fixed
 number of device calls whatever the batch: at most one prefill forward for every row that joins
 (right-padded prompts), one decode forward for every running row, one sampling pass, one state
 update, one device-to-host copy of (steps done, EOS) per row, and one Decoder+Vocos call per
@@ -10,8 +12,10 @@ window-length bucket for the rows that emit audio.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
+import psutil
 import torch
 
 from ttsperf.engine.audio import BatchedAudio, Window
@@ -23,21 +27,40 @@ from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import RowParams, SamplingParams, candidates, seed_key, width
 from ttsperf.model.step import advance
 
+AUTO_BATCH_CAP = 64  # --max-batch auto never goes past this, whatever the memory
+
+
+def auto_max_batch(pipe: Pipeline, max_len: int, *, headroom: float = 0.5, cap: int = AUTO_BATCH_CAP) -> int:
+    """The largest batch whose KV slots fit in `headroom` of the free memory (device or host)."""
+    g = pipe.cfg.gpt
+    elem = next(pipe.model.gpt.parameters()).element_size()
+    per_row = g.kv_bytes_per_token(elem) * max_len + 4 * g.hidden_size * max_len  # KV + kept states
+    if pipe.device.type == "cuda":
+        free = torch.cuda.mem_get_info(pipe.device)[0]
+    else:
+        free = psutil.virtual_memory().available
+    return int(max(1, min(cap, free * headroom // per_row)))
+
 
 @dataclass(frozen=True)
 class Admission:
-    """One request's row, as the scheduler hands it to the runner."""
+    """One request's row, as the scheduler hands it to the runner: what the device needs."""
 
     text: str
     prompt: str
     params: SamplingParams
     seed: int
-    limit: int
-    forced: bool
-    deadline: float
-    stream: bool
-    first_emit: int
-    capped: bool = False  # the speech-rate length was cut to max_new_tokens (the result says so)
+    limit: int  # steps it may take
+    forced: bool  # its length is the limit (speech-rate model): EOS is not sampled
+
+
+class StepOutput(NamedTuple):
+    """What a step tells the scheduler, per live row (slot = index). The arrays are views of the
+    runner's host mirror: read them before rows move (`remove`)."""
+
+    steps: np.ndarray  # codes taken so far
+    done: np.ndarray  # sampled EOS
+    taken: int  # codes taken since the last output (a joining row's first, from its prefill, included)
 
 
 class Runner:
@@ -45,7 +68,7 @@ class Runner:
         self,
         pipe: Pipeline,
         *,
-        max_batch: int,
+        max_batch: int | None,
         max_prompt_tokens: int,
         max_new_tokens: int,
         lookahead_steps: int,
@@ -56,6 +79,8 @@ class Runner:
         self.num_vq, self.vocab = g.num_vq, g.num_audio_tokens
         dtype = next(pipe.model.gpt.parameters()).dtype  # int8 weight-only: the activations' dtype
         compile = switch_report["compile"]["applied"]
+        # None: as many rows as fit (the KV slots are this runner's to allocate)
+        self.max_batch = max_batch = max_batch or auto_max_batch(pipe, max_prompt_tokens + max_new_tokens)
         # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
         # which would be a shape of its own to compile.
         capacity = max_prompt_tokens + max_new_tokens + int(compile)
@@ -83,13 +108,8 @@ class Runner:
         hidden = self.decode_step.step.prefill(prompts, first)
         params = RowParams.of([r.params for r in rows], self.vocab)
         keys = seed_key(torch.tensor([r.seed for r in rows]))
-        host = {
-            "deadline": [r.deadline for r in rows],
-            "stream": [r.stream for r in rows],
-            "next_emit": [r.first_emit for r in rows],
-            "kept": [candidates(r.params, self.vocab) for r in rows],
-        }
-        sl = s.add(lengths, [r.limit for r in rows], [r.forced for r in rows], keys, params, host)
+        kept = [candidates(r.params, self.vocab) for r in rows]
+        sl = s.add(lengths, [r.limit for r in rows], [r.forced for r in rows], keys, params, kept)
         try:
             s.accept(sl, hidden, pipe.model.embed.code_logits(hidden), self._top(sl))
         except BaseException:
@@ -99,31 +119,36 @@ class Runner:
 
     # ------------------------------------------------------------------ the step
 
-    def step(self) -> None:
+    def step(self) -> StepOutput:
         """One decode step for every row (graphed where captured), then the one copy to the host."""
-        s = self.state
+        s, h = self.state, self.state.host
         b = s.size
-        length = int(s.host["positions"][:b].max()) + 1  # from the host's mirror: no device sync
+        length = int(h.positions[:b].max()) + 1  # from the host's mirror: no device sync
         top = self._top(slice(0, b))
         (self.graphed or self.run_step)(b, length, top)
-        s.host["positions"][:b] += 1
-        s.sync()
+        h.positions[:b] += 1
+        taken = s.sync()
+        return StepOutput(h.steps[:b], h.done[:b], taken)
 
     def run_step(self, b: int, length: int, top: int) -> None:
         """The whole step on the device, no host read: decode, sample, update the batch state."""
         advance(self.decode_step, self.state, b, length, top)
 
     def _top(self, sl: slice) -> int:
-        return width(int(self.state.host["kept"][sl].max()), self.vocab)
+        return width(int(self.state.host.kept[sl].max()), self.vocab)
 
     # ------------------------------------------------------------------ rows out
+
+    def window(self, slot: int, steps: int, emitted: int, final: bool) -> Window | None:
+        """What row `slot` emits now, with `steps` taken and `emitted` samples out (None: nothing)."""
+        return self.audio.window(slot, steps, emitted, final)
 
     def emit(self, windows: list[Window]) -> list[np.ndarray]:
         return self.audio.decode(self.state.hidden, windows) if windows else []
 
     def remove(self, leaving: list[int]) -> list[tuple[int, int]]:
         """Drop rows, keeping slots 0..B-1 dense -> the (src, dst) moves made."""
-        positions = self.state.host["positions"]
+        positions = self.state.host.positions
         movers_length = 0
         moves = self.state.compact(np.asarray(leaving, dtype=np.int64))
         if moves:
@@ -132,3 +157,7 @@ class Runner:
             movers_length = int(positions[[d for _, d in moves]].max())  # moved already
             self.slots.move_many(src, dst, movers_length)
         return moves
+
+    def truncate(self, size: int) -> None:
+        """Keep rows 0..size-1 (out of memory, or a failure that answered every row)."""
+        self.state.truncate(size)

@@ -94,6 +94,7 @@ class RequestHandle:
         # set by the engine at submission
         self.prompt_tokens = 0
         self.seed = 0
+        self.deadline = float("inf")  # time.monotonic() past which it is answered 'timeout'
         self.on_cancel: Callable[[RequestHandle], None] | None = None
 
     # -- producer (engine thread)

@@ -25,7 +25,7 @@ from collections.abc import Callable
 import psutil
 import torch
 
-from ttsperf.engine.engine import _is_oom
+from ttsperf.engine.oom import is_oom
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.profile.measure import decode_step
@@ -70,7 +70,7 @@ def oom_bisection(
         try:
             peak = probe(b)
         except Exception as exc:
-            if not _is_oom(exc):
+            if not is_oom(exc):
                 raise
             oom = True
         if oom:

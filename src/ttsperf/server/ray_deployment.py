@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ttsperf.engine.engine import AUTO_BATCH_CAP, Engine, EngineConfig
+from ttsperf.engine.engine import Engine, EngineConfig
+from ttsperf.engine.runner import AUTO_BATCH_CAP
 from ttsperf.engine.switches import Switches
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.server.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_READ_TIMEOUT, create_app

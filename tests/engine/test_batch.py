@@ -1,0 +1,36 @@
+"""The persistent batch: one sync tells the host what the step took; leaving rows move the last
+rows into their slots, host mirror and tensors alike."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ttsperf.engine.batch import BatchState
+from ttsperf.model.sampling import RowParams, SamplingParams, seed_key
+
+
+def batch_of(n: int) -> BatchState:
+    state = BatchState(8, 4, 16, 32, 0, torch.device("cpu"))
+    params = RowParams.of([SamplingParams()] * n, 626)
+    positions, limits, kept = [10 + i for i in range(n)], [20] * n, [30 + i for i in range(n)]
+    state.add(positions, limits, [True] * n, seed_key(torch.arange(n)), params, kept)
+    return state
+
+
+def test_sync_mirrors_steps_and_eos_and_counts_what_was_taken():
+    state = batch_of(3)
+    state.steps[:3] = torch.tensor([1, 1, 0])  # as a prefill leaves them: one row sampled EOS
+    state.done[2] = True
+    assert state.sync() == 2
+    state.steps[:2] += 1
+    assert state.sync() == 2
+    assert state.host.steps[:3].tolist() == [2, 2, 0] and state.host.done[:3].tolist() == [False, False, True]
+
+
+def test_compaction_moves_the_host_mirror_with_the_tensors():
+    state = batch_of(5)
+    moves = state.compact(np.array([0, 2]))
+    assert moves == [(3, 0), (4, 2)] and state.size == 3
+    assert state.host.positions[:3].tolist() == [13, 11, 14] == state.positions[:3].tolist()
+    assert state.host.kept[:3].tolist() == [33, 31, 34]
