@@ -28,7 +28,7 @@ ProgressHook = Callable[[str, int, RequestRecord | None], None]  # (label, total
 def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> BenchRun:
     cfg.validate()
     adapter = make_adapter(cfg.adapter, AdapterOptions(
-        response_format=cfg.response_format, stream=cfg.stream, voice=cfg.voice, model=cfg.model,
+        response_format=cfg.format, stream=cfg.stream, voice=cfg.voice, model=cfg.model,
         pcm_rate=cfg.pcm_rate, template_body=cfg.template_body, template_kind=cfg.template_kind))  # fmt: skip
     workload = load_workload(cfg.texts, cfg.text_set)
     bounds = parse_slo(cfg.slo)
@@ -44,7 +44,7 @@ def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> Bench
     )  # fmt: skip
     label = [""]
     runner = Runner(
-        adapter, cfg.urls, workload, cfg.timeout, cfg.check_audio, epoch=epoch, headers=cfg.header_dict(),
+        adapter, cfg.urls, workload, cfg.timeout, cfg.audio_check, epoch=epoch, headers=cfg.header_dict(),
         on_done=(lambda r: progress(label[0], 0, r)) if progress else None,
     )  # fmt: skip
 
@@ -130,7 +130,7 @@ async def search(cfg: BenchSettings, one_point, run: BenchRun) -> None:
 
 def _public(config: dict) -> dict:
     """The config as written into results: header values (tokens) are not kept, only their names."""
-    config["headers"] = [h.partition(":")[0] + ": <redacted>" for h in config.get("headers", [])]
+    config["header"] = [h.partition(":")[0] + ": <redacted>" for h in config.get("header", [])]
     return config
 
 
