@@ -14,6 +14,7 @@ from ttsperf.errors import UserError
 from ttsperf.settings import Flag, Layered
 
 DEFAULT_REQUESTS = 100
+DEFAULT_MAX_REQUESTS = 2000  # p99.9's high end needs 3,688: past this a verdict costs more than a default run
 
 
 class BenchSettings(Layered):
@@ -45,6 +46,12 @@ class BenchSettings(Layered):
     )
     confidence: float = Field(  # of every percentile's interval, and so of the SLO verdict
         CONFIDENCE, description="of each percentile's interval and the SLO verdict"
+    )
+    until_decided: bool = Field(
+        True, description="an SLO left inconclusive by too few requests: send more at the same load"
+    )
+    max_requests: int = Field(
+        DEFAULT_MAX_REQUESTS, description="--until-decided: at most this many measured requests a point"
     )
     find_max: bool = Field(False, description="search the most load meeting --slo")
     timeout: float = Field(60.0, description="seconds before a request counts as a timeout")
@@ -91,6 +98,8 @@ class BenchSettings(Layered):
             raise UserError(f"--requests {self.requests}: must be >= 1")
         if self.duration is not None and not self.duration > 0:
             raise UserError(f"--duration {self.duration}: must be > 0 seconds")
+        if self.max_requests < 1:
+            raise UserError(f"--max-requests {self.max_requests}: must be >= 1")
         if self.warmup < 0:
             raise UserError(f"--warmup {self.warmup}: must be >= 0")
         if not self.timeout > 0:
