@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import CONFIG, print_json, user_errors
+from ttsperf.cli.common import print_json, user_errors
 from ttsperf.cli.synth import ASSETS
 
 HELP = """Check this machine and a deployment for the guide's pitfalls and ChatTTS's traps: cudnn.benchmark,
@@ -48,7 +48,12 @@ def register(app: typer.Typer) -> None:
             help="Batch the engine must take (default: the --url server's max_batch, else 8).",
         ),
         assets: Path | None = ASSETS,
-        config: str = CONFIG,
+        config: str = typer.Option(
+            None,
+            "--config",
+            help="chattts or tiny: the model the TensorRT shapes are for "
+            "(default: the --url server's, else chattts).",
+        ),
         probe: bool = typer.Option(
             False,
             "--probe",
