@@ -24,7 +24,7 @@ _SAMPLE = re.compile(r"^\$ ((?:[A-Z_0-9]+=\S+\s+)*)ttsperf (\S+)(.*)$")
 def run_sample(line: str) -> list[str]:
     """What `$ ...ttsperf ...` prints, as lines (stdout; a sample shows what a user reads)."""
     path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    env = {**os.environ, "PATH": path, "COLUMNS": "80"}  # the width a sample is read at; a line may set its own
+    env = {**os.environ, "PATH": path, "COLUMNS": "80"}  # the width it is read at, unless the line sets one
     done = subprocess.run(["bash", "-c", line[2:]], capture_output=True, text=True, env=env, timeout=900)
     if done.returncode != 0:
         raise SystemExit(f"{line}: exit {done.returncode}\n{done.stderr}")
