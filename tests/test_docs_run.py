@@ -39,7 +39,7 @@ ELSEWHERE = {
     "serve --ray": "tests/server/test_ray_cli.py",  # a local Ray cluster of tiny replicas
     "demo": "tests/test_demo.py",  # demo --quick: minutes of serving and planning
 }
-FAST = ("info", "doctor", "bench")  # seconds each; the rest load a model or plan 20 cards
+FAST = ("info", "doctor")  # seconds each; the rest load a model, plan 20 cards or send thousands of requests
 
 
 def _needs_gpu(ex) -> bool:
