@@ -12,6 +12,8 @@ What each example must do here, decided by rule from the command itself:
   CPU; benchmarks/gpu_check.py runs the GPU path on a GPU.
 - `serve`: start, answer /healthz, drain on SIGTERM and exit 0.
 - `serve --ray` and `demo`: run by the test named in ELSEWHERE (a Ray cluster; minutes).
+- `profile` without --config: on the tiny config (TTSPERF_PROFILE_CONFIG=tiny), as chattts's grid
+  takes over 10 minutes on this 2-core machine.
 - anything else: exit 0 (bench with a GPU limit: 3, nothing measured it here; doctor: 0 or 1, as
   this machine's findings are), no traceback, and every `-o` path written.
 """
@@ -164,7 +166,11 @@ def test_the_example_runs_as_pasted(ex, servers, workspace, tmp_path):
     if ex.subcommand == "serve" and not _needs_gpu(ex):
         _serve(cmd, cwd)
         return
-    r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=1800)
+    env = _env()
+    if ex.subcommand == "profile" and "--config" not in ex.command:
+        # chattts's grid takes over 10 minutes on 2 cores: the same flags on the tiny config
+        env["TTSPERF_PROFILE_CONFIG"] = "tiny"
+    r = subprocess.run(["bash", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=1800)
     said = r.stdout + r.stderr
     assert r.returncode in _expected(ex), f"{ex.where}: {ex.command}\nexit {r.returncode}\n{said[-3000:]}"
     assert "Traceback" not in said, said[-3000:]

@@ -25,9 +25,11 @@ Examples:
       --slo e2e_p90=5s
   ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --format pcm \\
       --rate 2,4 --duration 60
-  ttsperf bench http://127.0.0.1:8080 --slo ttfa_p99=300ms,error_rate=1% -o runs/b1
-  ttsperf bench http://127.0.0.1:8080 --find-max --slo e2e_p90=2s --requests 100
-  ttsperf bench --settings ttsperf.toml   # the README's file; its [bench] has urls
+  ttsperf bench http://127.0.0.1:8080 --slo ttfa_p99=300ms,error_rate=1% \\
+      -o runs/b1
+  ttsperf bench http://127.0.0.1:8080 --find-max --slo e2e_p90=2s \\
+      --requests 100
+  ttsperf bench --settings ttsperf.toml   # the README's file: [bench] urls
 
 \b
 Try it without a GPU:

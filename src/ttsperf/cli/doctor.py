@@ -20,9 +20,8 @@ machine cannot run (no GPU, no server) says `skipped` and what it needs. Exit 0 
 Examples:
   ttsperf doctor
   ttsperf doctor --url http://127.0.0.1:8080 --json
-  ttsperf doctor --url http://chattts-api:8000 --probe     # does a server that is not ttsperf batch?
-  ttsperf doctor --trt-shapes \\
-    '--minShapes=input_ids:1x1 --optShapes=input_ids:4x20 --maxShapes=input_ids:8x50'
+  ttsperf doctor --url http://chattts-api:8000 --probe   # does it batch?
+  ttsperf doctor --trt-shapes "$(cat shapes.txt)"   # trtexec's --minShapes=.. etc.
   ttsperf doctor --profile profile.json --texts my_texts.txt"""
 
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan", "ok": "green", "skipped": "dim"}

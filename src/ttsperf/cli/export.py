@@ -25,8 +25,10 @@ shapes from the workload's token lengths and the precision flag of --dtype. Exit
 fails. Needs the export extra: pip install 'ttsperf[export]'.
 
 \b
-Example: ttsperf export onnx --config tiny --synthetic -o gpt_step.onnx
-         ttsperf export onnx --assets ./asset --texts my_texts.txt --max-batch 16 -o gpt_step.onnx"""
+Examples:
+  ttsperf export onnx --config tiny --synthetic -o gpt_step.onnx
+  ttsperf export onnx --assets ./asset --texts my_texts.txt --max-batch 16 \\
+      --dtype bf16 -o gpt_step.onnx"""
 
 
 @export_app.command("onnx", help=ONNX_HELP)
