@@ -21,7 +21,7 @@ Examples:
   ttsperf doctor
   ttsperf doctor --url http://127.0.0.1:8080 --json
   ttsperf doctor --url http://chattts-api:8000 --probe   # does it batch?
-  ttsperf doctor --trt-shapes "$(cat shapes.txt)"   # trtexec's --minShapes=.. etc.
+  ttsperf doctor --trt-shapes "$(cat shapes.txt)"   # trtexec's three flags
   ttsperf doctor --profile profile.json --texts my_texts.txt"""
 
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan", "ok": "green", "skipped": "dim"}
