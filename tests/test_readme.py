@@ -82,3 +82,15 @@ def test_the_named_test_runs_the_example_as_written(command):
     flags = [a for a in shlex.split(EXAMPLES[command]) if a.startswith("--")]
     missing = [f for f in flags if f.strip("-") not in text and f not in text]
     assert not missing, (command, missing)
+
+
+def test_the_cheap_readme_samples_are_what_the_commands_print():
+    """The README's output samples are written by scripts/readme_samples.py, never typed: the ones a
+    test can afford to rerun (`info`: counted on the meta device) must be current."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        from readme_samples import regenerate
+    finally:
+        sys.path.pop(0)
+    _, stale = regenerate(README, only="info")
+    assert not stale, f"run: python scripts/readme_samples.py ({stale})"

@@ -73,6 +73,16 @@ def flag_name(name: str, field: FieldInfo) -> str:
     return longs[0] if longs else "--" + name.replace("_", "-")
 
 
+def names_that_differ(model: type[Layered]) -> list[tuple[str, str]]:
+    """(what the user types, the setting's name) wherever the two are not `--NAME` and `NAME`: the
+    README lists these, and a test holds the list to the models."""
+    return [
+        (flag_name(name, field), name)
+        for name, field in model.model_fields.items()
+        if flag_name(name, field) != "--" + name.replace("_", "-")
+    ]
+
+
 def bare_type(annotation: Any) -> Any:
     """`int | None` -> int; other annotations as they are."""
     if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:

@@ -124,7 +124,7 @@ def test_a_point_where_every_request_failed_exits_1_with_one_line():
 
 def test_a_p99_too_few_requests_can_bound_is_inconclusive_exit_3_saying_what_settles_it(server_factory):
     srv = server_factory(slots=0, service_time=0.01)
-    res = invoke(srv.url, "--requests", "20", "--slo", "e2e_p99=10s")
+    res = invoke(srv.url, "--requests", "20", "--slo", "e2e_p99=10s", "--no-until-decided")
     assert res.exit_code == 3, res.output
     assert "SLO: INCONCLUSIVE" in res.output
     assert (
@@ -155,7 +155,8 @@ def test_bench_with_100_requests_writes_every_percentile_with_its_interval(serve
 
 def test_readme_bench_example_exits_as_documented(server_factory, tmp_path):
     """The README's `bench` row, against the mock: pass (0) at its 400 requests; the same SLO at the
-    default 100 requests is inconclusive (3), as the README's bench section says."""
+    default 100 requests is decided by adding requests (0), and with --no-until-decided is
+    inconclusive (3), as the README's bench section says."""
     import re
     import shlex
     from pathlib import Path
@@ -172,9 +173,12 @@ def test_readme_bench_example_exits_as_documented(server_factory, tmp_path):
     assert "example exits 0 when every point's p99 interval lies under the limit" in prose
     at_100 = list(args)
     at_100[at_100.index("--requests") + 1] = "100"
-    res = invoke(*at_100)
+    res = invoke(*at_100, "--concurrency", "1")
+    assert res.exit_code == 0 and "added to decide the SLO" in res.output, res.output
+    res = invoke(*at_100, "--concurrency", "1", "--no-until-decided")
     assert res.exit_code == 3 and "SLO: INCONCLUSIVE" in res.output, res.output
-    assert "at the default 100 requests the same SLO is inconclusive (exit 3)" in prose
+    assert "at the default 100 requests bench adds requests at the same load" in prose
+    assert "with `--no-until-decided` the same SLO is inconclusive (exit 3)" in prose
 
 
 def test_the_console_fits_80_columns(server_factory):
@@ -183,7 +187,8 @@ def test_the_console_fits_80_columns(server_factory):
     res = runner.invoke(
         app,
         ["bench", srv.url, "--adapter", "openai", "--stream", "--format", "pcm", "--concurrency", "1,4",
-         "--requests", "40", "--no-gpu", "--no-progress", "--slo", "ttfa_p99=300ms,e2e_p50=1s,error_rate=1%"],
+         "--requests", "40", "--no-gpu", "--no-progress", "--slo", "ttfa_p99=300ms,e2e_p50=1s,error_rate=1%",
+         "--no-until-decided"],
         env={"COLUMNS": "80"},
     )  # fmt: skip
     assert res.exit_code == 3, res.output  # p99 of 40 requests has no high end yet
@@ -330,3 +335,66 @@ def test_header_reaches_the_server_and_is_not_written_into_results(server_factor
     ok = invoke(srv.url, "--requests", "2", "-H", "Authorization: Bearer s3cret", "-o", str(out))
     assert ok.exit_code == 0 and "2/2" in ok.output
     assert "s3cret" not in (out / "run.json").read_text()
+
+
+def test_a_p99_slo_at_default_settings_is_decided_by_sending_more(server_factory):
+    """Issue 25: `bench URL --slo e2e_p99=5s` and nothing else ends pass on a server far under the
+    limit: the 100 default requests cannot give p99 a high end (n >= 368), so bench says how many
+    would and sends them at the same load, up to --max-requests."""
+    srv = server_factory(slots=0, service_time=0.005)
+    res = runner.invoke(app, ["bench", srv.url, "--slo", "e2e_p99=5s", "--json"])
+    assert res.exit_code == 0, res.output
+    data = json.loads(res.stdout)
+    point = data["points"][0]
+    assert data["slo"]["status"] == "pass" and point["slo"]["status"] == "pass"
+    assert point["requests"] >= 368 and point["added_requests"] == point["requests"] - 100
+    capped = invoke(srv.url, "--slo", "e2e_p99=5s", "--max-requests", "200")
+    assert capped.exit_code == 3, capped.output
+    assert "(stopped at --max-requests 200)" in " ".join(capped.output.split())
+
+
+def test_a_dead_server_fails_in_exit_code_console_and_json_alike():
+    """Nothing listens on port 1: exit 1, `SLO: FAIL` and slo.status "fail", every line whole."""
+    args = ["bench", "http://127.0.0.1:1", "--slo", "e2e_p99=5s", "--requests", "3", "--no-gpu"]
+    res = runner.invoke(app, [*args, "--json"])
+    assert res.exit_code == 1, res.output
+    slo = json.loads(res.stdout)["slo"]
+    assert slo["status"] == "fail" and "no request succeeded" in slo["failures"][0]
+    shown = runner.invoke(app, [*args, "--no-progress"], env={"COLUMNS": "80"})
+    assert shown.exit_code == 1 and "SLO: FAIL" in shown.stdout, shown.output
+    assert max(len(ln) for ln in shown.stdout.splitlines()) <= 80
+    assert "Connect call failed" in " ".join(shown.stdout.split())  # wrapped, not cut
+
+
+@pytest.mark.slow
+def test_find_max_says_why_the_load_above_its_answer_was_not_taken(server_factory):
+    srv = server_factory(slots=2, service_time=0.05)
+    res = runner.invoke(
+        app,
+        ["bench", srv.url, "--find-max", "--slo", "e2e_p90=120ms", "--requests", "30", "--concurrency", "1,8",
+         "--no-gpu", "--json"],
+    )  # fmt: skip
+    assert res.exit_code == 0, res.output
+    fm = json.loads(res.stdout)["find_max"]
+    assert fm["max_passing"] is not None and fm["above"]["load"] == fm["first_failing"]
+    assert fm["above"]["status"] in ("fail", "inconclusive") and fm["above"]["why"].startswith("e2e_p90")
+
+
+@pytest.mark.slow
+def test_on_a_tiny_server_the_bare_p99_command_ends_pass():
+    """Issue 25's must-show, as a user types it: `ttsperf serve --synthetic --config tiny` (its
+    requests cut to 80 decode steps, 1.7 s of audio, so the test takes seconds, not minutes), then exactly
+    `ttsperf bench URL --slo e2e_p99=5s`: pass, exit 0."""
+    import subprocess
+    import sys
+
+    from tests.server.helpers import ServeProcess
+
+    with ServeProcess("--synthetic", "--config", "tiny", "--max-new-tokens", "80") as srv:
+        r = subprocess.run(
+            [sys.executable, "-m", "ttsperf", "bench", srv.url, "--slo", "e2e_p99=5s"],
+            capture_output=True, text=True, timeout=600, env={**__import__("os").environ, "COLUMNS": "80"},
+        )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SLO: PASS" in r.stdout and "added to decide the SLO" in r.stdout, r.stdout
+    assert max(len(ln) for ln in r.stdout.splitlines()) <= 80

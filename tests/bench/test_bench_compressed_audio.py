@@ -79,7 +79,7 @@ def test_opus_is_told_apart_from_vorbis():
 @pytest.mark.parametrize("stream", [False, True])
 def test_openai_adapter_checks_every_compressed_format_end_to_end(server_factory, fmt, stream):
     srv = server_factory(slots=0, service_time=0.02)
-    run = run_bench(BenchSettings(urls=[srv.url], adapter="openai", response_format=fmt, stream=stream,
+    run = run_bench(BenchSettings(urls=[srv.url], adapter="openai", format=fmt, stream=stream,
                                 concurrency=[2], requests=6, gpu=False))  # fmt: skip
     p = run.points[0]
     assert p.successes == 6, p.error_examples
@@ -94,6 +94,6 @@ def test_compressed_faults_are_counted(server_factory, tmp_path, fmt):
     f.write_text(
         "您的订单已经发货了。[fault:silent]\n您的订单已经发货了。[fault:truncated]\n", encoding="utf-8"
     )
-    run = run_bench(BenchSettings(urls=[srv.url], adapter="openai", response_format=fmt, texts=str(f),
+    run = run_bench(BenchSettings(urls=[srv.url], adapter="openai", format=fmt, texts=str(f),
                                 concurrency=[1], requests=2, gpu=False))  # fmt: skip
     assert run.points[0].errors == {"bad_audio": 1, "truncated": 1}

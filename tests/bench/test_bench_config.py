@@ -33,12 +33,12 @@ def test_json_file_and_env_lists(tmp_path, monkeypatch):
     f = tmp_path / "b.json"
     f.write_text(json.dumps({"rate": [1, 2.5], "arrival": "gamma:2"}), encoding="utf-8")
     monkeypatch.setenv("TTSPERF_BENCH_URLS", "http://a:1,http://b:2")
-    monkeypatch.setenv("TTSPERF_BENCH_HEADERS", "Accept: audio/wav, audio/*")  # repeatable: one item
+    monkeypatch.setenv("TTSPERF_BENCH_HEADER", "Accept: audio/wav, audio/*")  # repeatable: one item
     cfg, _ = BenchSettings.resolve({}, f)
     assert cfg.rate == [1.0, 2.5] and cfg.urls == ["http://a:1", "http://b:2"]
-    assert cfg.headers == ["Accept: audio/wav, audio/*"]
-    monkeypatch.setenv("TTSPERF_BENCH_HEADERS", '["A: 1", "B: 2"]')  # several: a JSON list
-    assert BenchSettings.resolve({}, f)[0].headers == ["A: 1", "B: 2"]
+    assert cfg.header == ["Accept: audio/wav, audio/*"]
+    monkeypatch.setenv("TTSPERF_BENCH_HEADER", '["A: 1", "B: 2"]')  # several: a JSON list
+    assert BenchSettings.resolve({}, f)[0].header == ["A: 1", "B: 2"]
 
 
 def test_one_file_holds_a_table_per_command(tmp_path):

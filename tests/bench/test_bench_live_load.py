@@ -136,7 +136,7 @@ def test_streaming_ttfa_and_gaps_are_measured_chunk_by_chunk(server_factory):
     S, chunks = 0.16, 8
     srv = server_factory(slots=0, service_time=S, stream_chunks=chunks)
     for fmt in ("wav", "pcm"):
-        run = bench(srv.url, adapter="openai", stream=True, response_format=fmt, concurrency=[2], requests=20)
+        run = bench(srv.url, adapter="openai", stream=True, format=fmt, concurrency=[2], requests=20)
         p = run.points[0]
         assert p.successes == 20, p.errors
         # The first of 8 pieces arrives after ~S/8, the last after ~S: TTFA is the first audio chunk,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import math
 import struct
 import zipfile
 
@@ -193,6 +194,35 @@ def test_a_percentile_verdict_is_inconclusive_until_its_interval_clears_the_limi
     assert mid.status == "inconclusive" and mid.ci[0] < 0.15 < mid.ci[1]
     assert "straddles the limit" in mid.note
     assert judge("e2e_p50=130ms", few).status == "fail" and judge("e2e_p50=170ms", few).status == "pass"
+
+
+def test_requests_to_decide_asks_for_what_settles_an_undecided_percentile_and_no_more():
+    from ttsperf.bench.results import Strategy
+
+    def verdict(spec, recs):
+        p = metrics.summarize(Strategy(kind="concurrent", concurrency=1), recs)
+        return slo.evaluate(slo.parse_slo(spec), p, recs)
+
+    few = [rec(i, 0.0, 0.1 + 0.001 * i) for i in range(100)]
+    v = verdict("e2e_p99=1s", few)
+    (c,) = v.constraints
+    more = slo.requests_to_decide(v, 100, cap=2000)
+    assert more == math.ceil(c.settle_n * slo.SETTLE_MARGIN) - 100 and 268 <= more <= 340
+    assert slo.requests_to_decide(v, 100, cap=250) == 150  # never past the cap
+    decided = verdict("e2e_p99=2s", [rec(i, 0.0, 0.1) for i in range(400)])
+    assert slo.requests_to_decide(decided, 400, 2000) == 0
+    # a limit no number of requests decides (nothing measures GPU use here): send nothing more
+    assert slo.requests_to_decide(verdict("e2e_p99=1s,gpu_util_mean=50%", few), 100, 2000) == 0
+
+
+def test_a_point_where_nothing_succeeded_fails_every_limit():
+    from ttsperf.bench.results import Strategy
+
+    dead = [rec(i, 0.0, 0.001, error="connect") for i in range(5)]
+    p = metrics.summarize(Strategy(kind="concurrent", concurrency=1), dead)
+    v = slo.evaluate(slo.parse_slo("e2e_p99=5s,ttfa_p50=1s"), p, dead)
+    assert v.status == "fail" and [c.status for c in v.constraints] == ["fail", "fail"]
+    assert v.failures[0] == "e2e_p99: no request succeeded (5 sent)"
 
 
 # -- audio checks -----------------------------------------------------------------------------

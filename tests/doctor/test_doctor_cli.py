@@ -77,6 +77,16 @@ def test_a_running_ttsperf_server_is_checked_and_its_batch_sizes_the_shapes(live
     assert subjects == {f"{live_server}/healthz"}
     rec = next(f for f in doc["findings"] if f["id"] == "trt-recommended")
     assert "the server's max_batch" in rec["evidence"] and "--maxShapes=codes:4x4" in rec["fix"]
+    # without --config the shapes are the served model's (tiny: 2 layers, 4 KV heads of 16), not
+    # chattts's (20 layers, 12 heads of 64)
+    served = json.loads(runner.invoke(app, ["doctor", "--url", live_server, "--json"]).stdout)
+    rec = next(f for f in served["findings"] if f["id"] == "trt-recommended")
+    assert "(tiny model, the server's)" in rec["evidence"] and "past_keys:2x4x4x1024x16" in rec["fix"]
+    insisted = json.loads(
+        runner.invoke(app, ["doctor", "--url", live_server, "--config", "chattts", "--json"]).stdout
+    )
+    rec = next(f for f in insisted["findings"] if f["id"] == "trt-recommended")
+    assert "(chattts model, --config)" in rec["evidence"] and "past_keys:20x4x12x" in rec["fix"]
 
 
 def test_table_output_prints_the_trtexec_command_whole():
@@ -92,3 +102,16 @@ def test_a_spec_of_unknown_inputs_is_skipped_not_passed():
     found = {f["id"]: f for f in json.loads(res.stdout)["findings"]}
     assert found["trt-shapes"]["severity"] == "skipped" and found["trt-shapes-unknown"]["severity"] == "info"
     assert "x (2 dims)" in found["trt-shapes-unknown"]["evidence"]
+
+
+def test_the_trtexec_command_takes_the_deployments_dtype(facts):
+    """An fp16 server's engine is built with --fp16, a bf16 one's with --bf16, an fp32 one's with
+    neither (trtexec's default)."""
+    from tests.doctor.conftest import cuda_dep
+
+    from ttsperf.doctor import diagnose
+
+    for dtype, flag in (("fp16", "--fp16"), ("bf16", "--bf16"), ("fp32", None)):
+        report = diagnose(config="tiny", facts=facts(gpus=1, deployments=[cuda_dep(dtype=dtype)]))
+        fix = next(f for f in report["findings"] if f["id"] == "trt-recommended")["fix"]
+        assert (flag in fix.split()) if flag else not {"--fp16", "--bf16"} & set(fix.split()), (dtype, fix)

@@ -74,6 +74,7 @@ def test_the_trtexec_command_takes_its_shapes_from_the_workload(exported):
     assert "--maxShapes=codes:4x4,positions:4,past_keys:2x4x4x240x16" in cmd
     assert "--minShapes=codes:1x4,positions:1,past_keys:2x1x4x1x16" in cmd
     assert "--optShapes=codes:2x4" in cmd
+    assert " --fp16 " in cmd  # export's default dtype: the engine may build in fp16
 
 
 def test_cli_exports_from_an_asset_dir_and_prints_the_check_and_command(tmp_path):
@@ -86,12 +87,26 @@ def test_cli_exports_from_an_asset_dir_and_prints_the_check_and_command(tmp_path
     )
     out = tmp_path / "step.onnx"
     res = runner.invoke(
-        app, ["export", "onnx", "--config", "tiny", "--assets", str(assets), "-o", str(out), "--json"]
+        app,
+        [
+            "export",
+            "onnx",
+            "--config",
+            "tiny",
+            "--assets",
+            str(assets),
+            "-o",
+            str(out),
+            "--dtype",
+            "bf16",
+            "--json",
+        ],
     )
     assert res.exit_code == 0, res.output
     doc = json.loads(res.stdout)
     assert doc["ok"] and doc["weights"] == str(assets) and out.stat().st_size == doc["bytes"]
     assert doc["trtexec"].startswith(f"trtexec --onnx={out} --minShapes=")
+    assert " --bf16 " in doc["trtexec"] and "--fp16" not in doc["trtexec"]
 
 
 def test_missing_onnx_packages_are_one_line_with_the_install_command(monkeypatch, tmp_path):

@@ -122,3 +122,20 @@ def test_recommendation_is_min_1_opt_median_max_longest_rounded():
 def test_recommended_context_never_exceeds_the_models_positions():
     step = recommend([req(500, 2048)], TINY.gpt, max_batch=2)
     assert step.inputs["past_keys"][2][3] == TINY.gpt.max_position_embeddings
+
+
+@pytest.mark.parametrize("dtype, flag", [("fp16", " --fp16"), ("bf16", " --bf16"), ("fp32", "")])
+def test_the_trtexec_command_carries_the_precision_of_its_dtype(dtype, flag):
+    from ttsperf.export.shapes import trtexec_command
+
+    spec = parse_spec("--minShapes=codes:1x4 --optShapes=codes:2x4 --maxShapes=codes:4x4")
+    cmd = trtexec_command("m.onnx", spec, dtype, engine="m.plan")
+    assert cmd == f"trtexec --onnx=m.onnx {spec.flags()}{flag} --saveEngine=m.plan"
+
+
+def test_a_dtype_trtexec_cannot_take_is_one_line():
+    from ttsperf.export.shapes import trtexec_command
+
+    spec = parse_spec("--minShapes=codes:1x4 --optShapes=codes:2x4 --maxShapes=codes:4x4")
+    with pytest.raises(UserError, match="--dtype 'int4': expected one of fp32, fp16, bf16"):
+        trtexec_command("m.onnx", spec, "int4")

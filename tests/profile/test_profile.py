@@ -58,6 +58,15 @@ def test_cli_writes_a_profile_plan_reads(tmp_path):
     loaded = load_profile(out)
     assert loaded.model.config == "tiny" and loaded.device.kind == "cpu"
     assert json.loads(out.read_text())["schema"] == "ttsperf.profile"
+    # each printed prefill says what it lists: tokens of one prompt, then batches of prompts
+    said = " ".join(res.stdout.split())
+    one = next(p for p in loaded.prefill if p.rows == 1)
+    assert f"prefill, one prompt: {one.prompt_tokens} tokens: " in said
+    for p in loaded.prefill:
+        if p.rows > 1:
+            assert f"prefill, prompts of {p.prompt_tokens} tokens in one call: " in said
+            assert f"batch {p.rows}: " in said
+    assert " tok " not in said
 
 
 @pytest.mark.parametrize("flag", ["--batches", "--contexts", "--prompts"])

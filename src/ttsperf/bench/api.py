@@ -18,7 +18,7 @@ from ttsperf.bench.results import BenchRun, PointResult, RequestRecord, Strategy
 from ttsperf.bench.runner import Runner
 from ttsperf.bench.search import search_steps
 from ttsperf.bench.settings import DEFAULT_REQUESTS, BenchSettings
-from ttsperf.bench.slo import evaluate, meets_request_bounds, parse_slo
+from ttsperf.bench.slo import evaluate, meets_request_bounds, parse_slo, requests_to_decide
 from ttsperf.bench.telemetry import Telemetry, aggregate
 from ttsperf.bench.texts import load_workload
 
@@ -28,7 +28,7 @@ ProgressHook = Callable[[str, int, RequestRecord | None], None]  # (label, total
 def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> BenchRun:
     cfg.validate()
     adapter = make_adapter(cfg.adapter, AdapterOptions(
-        response_format=cfg.response_format, stream=cfg.stream, voice=cfg.voice, model=cfg.model,
+        response_format=cfg.format, stream=cfg.stream, voice=cfg.voice, model=cfg.model,
         pcm_rate=cfg.pcm_rate, template_body=cfg.template_body, template_kind=cfg.template_kind))  # fmt: skip
     workload = load_workload(cfg.texts, cfg.text_set)
     bounds = parse_slo(cfg.slo)
@@ -44,7 +44,7 @@ def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> Bench
     )  # fmt: skip
     label = [""]
     runner = Runner(
-        adapter, cfg.urls, workload, cfg.timeout, cfg.check_audio, epoch=epoch, headers=cfg.header_dict(),
+        adapter, cfg.urls, workload, cfg.timeout, cfg.audio_check, epoch=epoch, headers=cfg.header_dict(),
         on_done=(lambda r: progress(label[0], 0, r)) if progress else None,
     )  # fmt: skip
 
@@ -72,7 +72,27 @@ def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> Bench
         if progress:
             progress(s.label, total, None)
         recs = await runner.run_point(i, s, cfg.requests, cfg.duration, cfg.warmup, cfg.seed + i)
-        return finish_point(s, recs)
+        point = finish_point(s, recs)
+        return await until_decided(i, s, recs, point) if cfg.until_decided and point.slo else point
+
+    async def until_decided(
+        i: int, s: Strategy, recs: list[RequestRecord], point: PointResult
+    ) -> PointResult:
+        """More requests at the same load while the SLO is inconclusive for want of them."""
+        asked = point.requests
+        while more := requests_to_decide(point.slo, point.requests, cfg.max_requests):
+            if progress:
+                progress(f"{s.label} +{more} to decide the SLO", more, None)
+            run.points.pop()  # the point is judged again on all its requests
+            extra = await runner.run_point(i, s, more, None, 0, cfg.seed + i + len(recs), first=len(recs))
+            recs = recs + extra
+            point = finish_point(s, recs)
+        point.added_requests = point.requests - asked
+        if point.slo.status == "inconclusive" and point.requests >= cfg.max_requests:
+            point.slo.undecided = [
+                f"{u} (stopped at --max-requests {cfg.max_requests})" for u in point.slo.undecided
+            ]
+        return point
 
     async def main() -> None:
         async with runner:
@@ -109,6 +129,7 @@ async def search(cfg: BenchSettings, one_point, run: BenchRun) -> None:
     start = float(min(values)) if values else 1.0
     limit = float(max(values)) if len(values) > 1 else (1024.0 if closed else 10_000.0)
     steps = search_steps(start, closed, limit)
+    verdicts: dict[float, Verdict | None] = {}
     try:
         x = next(steps)
         while True:
@@ -117,20 +138,30 @@ async def search(cfg: BenchSettings, one_point, run: BenchRun) -> None:
             else:
                 s = Strategy(kind="rate", rate=x, arrival=cfg.arrival, max_concurrency=cfg.max_concurrency)
             point = await one_point(len(run.points), s)
+            verdicts[x] = point.slo
             x = steps.send(bool(point.slo and point.slo.passed))
     except StopIteration as stop:
         result = stop.value
+    probes = [{"load": x, "passed": ok, **_why(verdicts[x])} for x, ok in result.probes]
     run.find_max = {
         "dimension": "concurrency" if closed else "rate",
         "max_passing": result.best,
         "first_failing": result.first_fail,
-        "probes": [{"load": x, "passed": ok} for x, ok in result.probes],
+        # why the load above the answer was not taken: failed, or still undecided (and why)
+        "above": next((p for p in probes if p["load"] == result.first_fail), None),
+        "probes": probes,
     }
+
+
+def _why(v: Verdict | None) -> dict:
+    status = v.status if v else "fail"
+    lines = (v.failures or v.undecided) if v else ["no verdict"]
+    return {"status": status, "why": lines[0] if lines else ""}
 
 
 def _public(config: dict) -> dict:
     """The config as written into results: header values (tokens) are not kept, only their names."""
-    config["headers"] = [h.partition(":")[0] + ": <redacted>" for h in config.get("headers", [])]
+    config["header"] = [h.partition(":")[0] + ": <redacted>" for h in config.get("header", [])]
     return config
 
 
@@ -147,11 +178,18 @@ def dead_points(run: BenchRun) -> list[str]:
 
 def overall_verdict(run: BenchRun) -> Verdict:
     """fail if any point fails; else inconclusive if any point is; pass when every point passes.
-    find-max passes when some probed load passed (an inconclusive probe counts as not passing)."""
+    find-max passes when some probed load passed (an inconclusive probe counts as not passing);
+    when none did, it fails or is inconclusive as its lowest probe was."""
     if run.find_max is not None:
-        best = run.find_max["max_passing"]
-        fails = [] if best is not None else ["no probed load met the SLO"]
-        return Verdict(status="pass" if best is not None else "fail", failures=fails)
+        if run.find_max["max_passing"] is not None:
+            return Verdict(status="pass")
+        above = run.find_max["above"] or {"status": "fail", "why": ""}
+        line = (
+            f"no probed load met the SLO; at {above['load']:g}: {above['why']}" if above.get("load") else ""
+        )
+        if above["status"] == "inconclusive":  # the lowest load probed could not be decided
+            return Verdict(status="inconclusive", undecided=[line])
+        return Verdict(status="fail", failures=[line or "no probed load met the SLO"])
     failures = [f"{p.label}: {f}" for p in run.points if p.slo for f in p.slo.failures]
     undecided = [f"{p.label}: {u}" for p in run.points if p.slo for u in p.slo.undecided]
     if failures or not run.points:

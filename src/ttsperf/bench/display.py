@@ -65,6 +65,8 @@ def _verdict_word(status: str) -> str:
 
 def point_lines(p: PointResult) -> list[str]:
     head = f"{p.label}: {p.successes}/{p.requests} ok, window {p.window_s:.1f} s"
+    if p.added_requests:
+        head += f", {p.added_requests} added to decide the SLO"
     if p.warmup:
         head += f", {p.warmup} warm-up excluded"
     if p.slo is not None:
@@ -100,8 +102,9 @@ def point_lines(p: PointResult) -> list[str]:
         for c in p.slo.constraints:
             shown = "not measured" if c.value is None else fmt_value(c.name, c.value)
             out.append(_line("SLO", f"{c.name} {shown} ({c.op} {fmt_value(c.name, c.bound)}): {c.status}"))
-    for cls, why in p.error_examples.items():
-        out.append(_line(cls, why[: 78 - LABEL]))
+    for cls, why in p.error_examples.items():  # whole, wrapped under its label: never cut
+        lines = textwrap.wrap(why, 78 - LABEL, break_on_hyphens=False) or [""]
+        out += [_line(cls if i == 0 else "", text) for i, text in enumerate(lines)]
     return out
 
 
@@ -127,7 +130,7 @@ def render(run: BenchRun, console: Console | None = None) -> None:
         )
     level = run.config.get("confidence", 0.95)
     say(f"pXX value [low, high]: each percentile with its {level:.0%} interval (order statistics,")
-    say("any distribution); - = too few requests for that end. req/s = successes / window.")
+    say("any distribution); - = too few requests for that end; req/s = successes/window.")
     for p in run.points:
         say("")
         for i, line in enumerate(point_lines(p)):
@@ -136,11 +139,11 @@ def render(run: BenchRun, console: Console | None = None) -> None:
         say(f"note: {note}", "yellow", indent="  ")
     if run.find_max is not None:
         fm = run.find_max
-        say(
-            f"find-max ({fm['dimension']}): highest load meeting the SLO = {fm['max_passing']}, "
-            f"lowest failing or inconclusive = {fm['first_failing']}",
-            indent="  ",
-        )
+        best = "none" if fm["max_passing"] is None else f"{fm['max_passing']:g}"
+        say(f"find-max ({fm['dimension']}): highest load meeting the SLO = {best}", indent="  ")
+        if above := fm.get("above"):
+            word = {"fail": "failed", "inconclusive": "was undecided"}.get(above["status"], above["status"])
+            say(f"  at {above['load']:g} the SLO {word}: {above['why']}", indent="    ")
     if run.slo is not None:
         say("")
         style = {"pass": "green", "fail": "red", "inconclusive": "yellow"}[run.slo.status]

@@ -188,6 +188,7 @@ class PointResult(BaseModel):
     achieved_send_rate: float | None = None
     telemetry: dict[str, float] = Field(default_factory=dict)
     slo: Verdict | None = None
+    added_requests: int = Field(0, description="sent past --requests by --until-decided to decide the SLO")
 
 
 class BenchRun(BaseModel):

@@ -212,8 +212,11 @@ class Runner:
         duration: float | None,
         warmup: int = 0,
         seed: int = 0,
+        first: int = 0,
     ) -> list[RequestRecord]:
-        first = len(self.records)
+        """Run one load point; `first` numbers its requests on from an earlier run of the same point
+        (bench's --until-decided), so each request keeps its own text and index."""
+        start = len(self.records)
         # A full garbage collection over thousands of live records pauses the loop for tens of ms,
         # which would show up as send lag; collect once before the point, not during it.
         gc.collect()
@@ -221,25 +224,26 @@ class Runner:
         gc.disable()
         try:
             if strategy.kind == "concurrent":
-                await self._closed(point, strategy.concurrency or 1, requests, duration, warmup)
+                await self._closed(point, strategy.concurrency or 1, requests, duration, warmup, first)
             else:
-                await self._open(point, strategy, requests, duration, warmup, seed)
+                await self._open(point, strategy, requests, duration, warmup, seed, first)
             while self._checks:
                 await asyncio.gather(*list(self._checks))
         finally:
             if gc_was_enabled:
                 gc.enable()
-        return self.records[first:]
+        return self.records[start:]
 
     async def _closed(
-        self, point: int, c: int, requests: int | None, duration: float | None, warmup: int
+        self, point: int, c: int, requests: int | None, duration: float | None, warmup: int, first: int
     ) -> None:
         # Warm-up is its own phase that drains before measuring starts: otherwise warm-up requests
         # would be served inside the measured window and deflate its throughput.
         if warmup:
-            await self._workers(point, c, 0, warmup, None, warm=True)
+            await self._workers(point, c, first, first + warmup, None, warm=True)
+        begin = first + warmup
         await self._workers(
-            point, c, warmup, None if requests is None else warmup + requests, duration, warm=False
+            point, c, begin, None if requests is None else begin + requests, duration, warm=False
         )
 
     async def _workers(
@@ -259,7 +263,14 @@ class Runner:
         await asyncio.gather(*(worker() for _ in range(c)))
 
     async def _open(
-        self, point: int, s: Strategy, requests: int | None, duration: float | None, warmup: int, seed: int
+        self,
+        point: int,
+        s: Strategy,
+        requests: int | None,
+        duration: float | None,
+        warmup: int,
+        seed: int,
+        first: int,
     ) -> None:
         kind, shape = parse_arrival(s.arrival or "poisson")
         rate = float(s.rate or 1.0)
@@ -284,7 +295,7 @@ class Runner:
                 delay = target - self.now()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                tasks.append(asyncio.create_task(one(self._new_record(point, i, i < warmup, target))))
+                tasks.append(asyncio.create_task(one(self._new_record(point, first + i, i < warmup, target))))
             await asyncio.gather(*tasks)
         finally:
             for t in tasks:

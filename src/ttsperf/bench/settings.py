@@ -14,6 +14,7 @@ from ttsperf.errors import UserError
 from ttsperf.settings import Flag, Layered
 
 DEFAULT_REQUESTS = 100
+DEFAULT_MAX_REQUESTS = 2000  # p99.9's high end needs 3,688: past this a verdict costs more than a default run
 
 
 class BenchSettings(Layered):
@@ -46,31 +47,31 @@ class BenchSettings(Layered):
     confidence: float = Field(  # of every percentile's interval, and so of the SLO verdict
         CONFIDENCE, description="of each percentile's interval and the SLO verdict"
     )
+    until_decided: bool = Field(
+        True, description="an SLO left inconclusive by too few requests: send more at the same load"
+    )
+    max_requests: int = Field(
+        DEFAULT_MAX_REQUESTS, description="--until-decided: at most this many measured requests a point"
+    )
     find_max: bool = Field(False, description="search the most load meeting --slo")
     timeout: float = Field(60.0, description="seconds before a request counts as a timeout")
     seed: int = Field(0, description="seed of the arrival schedule")
-    response_format: Annotated[str, Flag(("--format",))] = Field(
-        "wav", description="openai: wav | pcm | mp3 | opus | flac"
-    )
+    format: str = Field("wav", description="openai: wav | pcm | mp3 | opus | flac")
     stream: bool = Field(False, description="openai: ask the server to stream")
     voice: str = Field("default", description="openai: voice")
     model: str = Field("chattts", description="openai: model")
     pcm_rate: int = Field(24_000, description="sample rate of raw PCM responses")
     template_body: str | None = Field(None, description="template: JSON body with a {text} placeholder")
     template_kind: str = Field("wav", description="template: response kind wav | pcm | mp3 | zip-mp3")
-    check_audio: Annotated[bool, Flag(("--audio-check/--no-audio-check",))] = Field(
-        True, description="check each audio body: parses, duration, not silent"
-    )
-    headers: Annotated[list[str], Flag(("--header", "-H"), repeat=True, secret=True)] = Field(
+    audio_check: bool = Field(True, description="check each audio body: parses, duration, not silent")
+    header: Annotated[list[str], Flag(("--header", "-H"), repeat=True, secret=True)] = Field(
         [], description="extra request header 'Name: value', e.g. an Authorization bearer token"
     )
     server_pid: int | None = Field(None, description="sample CPU and memory of this local server process")
     metrics_url: str | None = Field(
         None, description="Prometheus endpoint to scrape (DCGM exporter, /metrics)"
     )
-    gpu: Annotated[bool, Flag(("--gpu/--no-gpu",))] = Field(
-        True, description="sample local GPUs through NVML"
-    )
+    gpu: bool = Field(True, description="sample local GPUs through NVML")
     telemetry_interval: float = Field(0.5, description="seconds between telemetry samples")
 
     def validate(self) -> None:
@@ -97,6 +98,8 @@ class BenchSettings(Layered):
             raise UserError(f"--requests {self.requests}: must be >= 1")
         if self.duration is not None and not self.duration > 0:
             raise UserError(f"--duration {self.duration}: must be > 0 seconds")
+        if self.max_requests < 1:
+            raise UserError(f"--max-requests {self.max_requests}: must be >= 1")
         if self.warmup < 0:
             raise UserError(f"--warmup {self.warmup}: must be >= 0")
         if not self.timeout > 0:
@@ -113,7 +116,7 @@ class BenchSettings(Layered):
 
     def header_dict(self) -> dict[str, str]:
         out = {}
-        for h in self.headers:
+        for h in self.header:
             name, sep, value = h.partition(":")
             if not sep or not name.strip() or any(c in name for c in " \t\r\n") or "\n" in value:
                 raise UserError(f"--header {h!r}: expected 'Name: value', e.g. 'Authorization: Bearer TOKEN'")

@@ -8,6 +8,7 @@ it if later requests behave like these. A mean, a max or a run-level scalar is j
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ttsperf.bench.metrics import underrun_s
@@ -16,7 +17,7 @@ from ttsperf.bench.results import Constraint, PointResult, RequestRecord, Verdic
 from ttsperf.slo import Limit
 from ttsperf.slo import parse as parse_slo
 
-__all__ = ["parse_slo", "evaluate", "meets_request_bounds", "describe", "fmt_value"]
+__all__ = ["parse_slo", "evaluate", "meets_request_bounds", "describe", "fmt_value", "requests_to_decide"]
 
 PER_REQUEST = ("e2e", "ttfa", "intended", "queue", "rtf", "underrun")  # one value per request
 
@@ -122,6 +123,10 @@ def evaluate(
             if c.ci is None:  # judged as measured
                 c.status = "pass" if b.ok(c.value) else "fail"
         out.append(c)
+    if point.requests and not point.successes:  # a dead server fails every limit it was held to
+        for c in out:
+            if c.value is None:
+                c.status, c.note = "fail", f"no request succeeded ({point.requests} sent)"
     status = "fail" if any(c.status == "fail" for c in out) else (
         "inconclusive" if any(c.status == "inconclusive" for c in out) else "pass"
     )  # fmt: skip
@@ -162,3 +167,18 @@ def describe(c: Constraint) -> str:
         f"{c.name} = {fmt_value(c.name, c.value)}, limit {c.op} {fmt_value(c.name, c.bound)}, "
         f"{side}{fmt_value(c.name, margin)}{rel}{n}{ci}{note}"
     )
+
+
+SETTLE_MARGIN = 1.1  # settle_n assumes later requests fall like these; ask a little more than it says
+
+
+def requests_to_decide(verdict: Verdict, requests: int, cap: int) -> int:
+    """How many more requests at the same load would decide an inconclusive verdict: 0 when it is
+    decided, when more requests cannot decide it (a limit not measured, a percentile sitting at
+    its limit) or at `cap` measured requests. A percentile's settle_n counts its samples; requests
+    are scaled by the share that gave one (errors give none)."""
+    pending = [c for c in verdict.constraints if c.status == "inconclusive"]
+    if not pending or any(c.settle_n is None or not c.n for c in pending):
+        return 0
+    need = max(math.ceil(c.settle_n * SETTLE_MARGIN * requests / c.n) for c in pending)
+    return max(0, min(cap, need) - requests)

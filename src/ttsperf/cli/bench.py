@@ -13,18 +13,23 @@ from ttsperf.cli.options import settings_command
 EXAMPLES = """Load-test any TTS HTTP server: latency, time to first audio, real-time factor, throughput,
 checked audio, GPU telemetry and an SLO verdict. Every percentile comes with its n and a 95%
 distribution-free interval; an SLO percentile passes when the interval's high end meets the limit,
-fails when its low end breaks it, and is inconclusive otherwise (the verdict says about how many
-requests would settle it). Exit 0 pass, 1 fail or a point where no request succeeded, 2 bad input,
+fails when its low end breaks it, and is inconclusive otherwise: then bench sends about as many
+more requests as would settle it, at the same load, up to --max-requests (--no-until-decided:
+exactly --requests). Exit 0 pass, 1 fail or a point where no request succeeded, 2 bad input,
 3 inconclusive, 130 Ctrl-C.
 
 \b
 Examples:
-  ttsperf bench http://127.0.0.1:8080 --concurrency 1,4,16 --requests 400 --slo e2e_p99=5s
-  ttsperf bench http://127.0.0.1:8080 --concurrency 1,4,16 --requests 200 --slo e2e_p90=5s
-  ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --format pcm --rate 2,4 --duration 60
-  ttsperf bench http://127.0.0.1:8080 --slo ttfa_p99=300ms,rtf_p95=1,error_rate=1% -o runs/bench1
-  ttsperf bench http://127.0.0.1:8080 --find-max --slo e2e_p90=2s --requests 100
-  ttsperf bench --settings ttsperf.toml      # settings: defaults < file < TTSPERF_BENCH_* < flags
+  ttsperf bench http://127.0.0.1:8080 --slo e2e_p99=5s
+  ttsperf bench http://127.0.0.1:8080 --concurrency 1,4,16 --requests 200 \\
+      --slo e2e_p90=5s
+  ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --format pcm \\
+      --rate 2,4 --duration 60
+  ttsperf bench http://127.0.0.1:8080 --slo ttfa_p99=300ms,error_rate=1% \\
+      -o runs/b1
+  ttsperf bench http://127.0.0.1:8080 --find-max --slo e2e_p90=2s \\
+      --requests 100
+  ttsperf bench --settings ttsperf.toml   # the README's file: [bench] urls
 
 \b
 Try it without a GPU:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import CONFIG, print_json, user_errors
+from ttsperf.cli.common import print_json, user_errors
 from ttsperf.cli.synth import ASSETS
 
 HELP = """Check this machine and a deployment for the guide's pitfalls and ChatTTS's traps: cudnn.benchmark,
@@ -20,9 +20,8 @@ machine cannot run (no GPU, no server) says `skipped` and what it needs. Exit 0 
 Examples:
   ttsperf doctor
   ttsperf doctor --url http://127.0.0.1:8080 --json
-  ttsperf doctor --url http://chattts-api:8000 --probe     # does a server that is not ttsperf batch?
-  ttsperf doctor --trt-shapes \\
-    '--minShapes=input_ids:1x1 --optShapes=input_ids:4x20 --maxShapes=input_ids:8x50'
+  ttsperf doctor --url http://chattts-api:8000 --probe   # does it batch?
+  ttsperf doctor --trt-shapes "$(cat shapes.txt)"   # trtexec's three flags
   ttsperf doctor --profile profile.json --texts my_texts.txt"""
 
 _STYLE = {"error": "bold red", "warn": "yellow", "info": "cyan", "ok": "green", "skipped": "dim"}
@@ -48,7 +47,12 @@ def register(app: typer.Typer) -> None:
             help="Batch the engine must take (default: the --url server's max_batch, else 8).",
         ),
         assets: Path | None = ASSETS,
-        config: str = CONFIG,
+        config: str = typer.Option(
+            None,
+            "--config",
+            help="chattts or tiny: the model the TensorRT shapes are for "
+            "(default: the --url server's, else chattts).",
+        ),
         probe: bool = typer.Option(
             False,
             "--probe",

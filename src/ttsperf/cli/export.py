@@ -21,12 +21,14 @@ export_app = typer.Typer(
 ONNX_HELP = """Write the GPT decode step (codes, positions, KV slots -> code logits, hidden state, KV slots)
 as ONNX with dynamic batch and context axes, check it with onnxruntime on CPU against the engine's
 own step at two batch sizes and context lengths, and print the trtexec command with min/opt/max
-shapes from the workload's token lengths. Exit 1 if the check fails. Needs the export extra:
-pip install 'ttsperf[export]'.
+shapes from the workload's token lengths and the precision flag of --dtype. Exit 1 if the check
+fails. Needs the export extra: pip install 'ttsperf[export]'.
 
 \b
-Example: ttsperf export onnx --config tiny --synthetic -o gpt_step.onnx
-         ttsperf export onnx --assets ./asset --texts my_texts.txt --max-batch 16 -o gpt_step.onnx"""
+Examples:
+  ttsperf export onnx --config tiny --synthetic -o gpt_step.onnx
+  ttsperf export onnx --assets ./asset --texts my_texts.txt --max-batch 16 \\
+      --dtype bf16 -o gpt_step.onnx"""
 
 
 @export_app.command("onnx", help=ONNX_HELP)
@@ -40,24 +42,29 @@ def onnx(
     texts: str = typer.Option(None, "--texts", help="Workload for the shapes: .txt or .jsonl."),
     text_set: str = typer.Option(None, "--text-set", help="Built-in workload (default: mixed)."),
     max_batch: int = typer.Option(8, "--max-batch", min=1, help="Largest batch the engine must take."),
+    dtype: str = typer.Option(
+        "fp16", "--dtype", help="What the TensorRT engine runs in: fp16 (--fp16), bf16 (--bf16) or fp32."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     from rich.console import Console
 
     from ttsperf.errors import UserError
     from ttsperf.export.onnx import export_step, require_onnx
-    from ttsperf.export.shapes import load_requests
+    from ttsperf.export.shapes import PRECISION_FLAGS, load_requests
     from ttsperf.model.config import get_config
 
     if (assets is None) == (not synthetic):
         raise UserError("give exactly one of --assets DIR or --synthetic")
     require_onnx()  # before any work: a missing extra is one line, not a traceback minutes later
+    if dtype not in PRECISION_FLAGS:
+        raise UserError(f"--dtype {dtype!r}: expected one of {', '.join(PRECISION_FLAGS)}")
     cfg = get_config(config)
     _, requests = load_requests(texts, text_set, cfg.gpt, str(assets) if assets else None)
     console = Console(stderr=True)
     with console.status("exporting") as status:
         result = export_step(
-            out, config=config, assets=assets, seed=seed, requests=requests, max_batch=max_batch,
+            out, config=config, assets=assets, seed=seed, requests=requests, max_batch=max_batch, dtype=dtype,
             on_stage=lambda name: status.update(name),
         )  # fmt: skip
     if as_json:

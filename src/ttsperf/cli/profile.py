@@ -71,8 +71,8 @@ def profile(
         )  # fmt: skip
     out_console = Console()
     out_console.print(table)
-    pre = ", ".join(f"{p.prompt_tokens} tok {1000 * p.seconds.value:.0f} ms" for p in prof.prefill)
-    out_console.print(f"prefill: {pre}")
+    for line in prefill_lines(prof.prefill):
+        out_console.print(line)
     rate = prof.decode_seconds_per_audio_second
     chunk = prof.vocoder_chunk_seconds
     out_console.print(
@@ -88,6 +88,20 @@ def profile(
         _print_max_batch(out_console, prof)
     if out is not None:
         out_console.print(f"wrote {out}")
+
+
+def prefill_lines(points) -> list[str]:
+    """Each measured prefill labelled with what varies: the prompt's tokens alone, then the batch of
+    prompts the engine admits in one call (`batch 4: 7 ms`)."""
+    ms = lambda p: f"{1000 * p.seconds.value:.0f} ms"  # noqa: E731
+    lines = []
+    if one := [p for p in points if p.rows == 1]:
+        lines.append("prefill, one prompt: " + ", ".join(f"{p.prompt_tokens} tokens: {ms(p)}" for p in one))
+    for tokens in sorted({p.prompt_tokens for p in points if p.rows > 1}):
+        calls = [p for p in points if p.rows > 1 and p.prompt_tokens == tokens]
+        batches = ", ".join(f"batch {p.rows}: {ms(p)}" for p in calls)
+        lines.append(f"prefill, prompts of {tokens} tokens in one call: {batches}")
+    return lines
 
 
 def _print_max_batch(console, prof) -> None:

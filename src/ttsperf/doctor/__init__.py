@@ -26,21 +26,32 @@ def diagnose(
     texts: str | None = None,
     text_set: str | None = None,
     assets: str | None = None,
-    config: str = "chattts",
+    config: str | None = None,
     max_batch: int | None = None,
     probe: bool = False,
     facts: Facts | None = None,
 ) -> dict:
-    """Collect facts (unless given), run every check, return the report (the `--json` document)."""
+    """Collect facts (unless given), run every check, return the report (the `--json` document).
+    The TensorRT shapes are for `config` if given, else for the model a --url server says it runs,
+    else for chattts."""
+    from ttsperf.bench.texts import load_workload
     from ttsperf.doctor.trt import check_trt
-    from ttsperf.export.shapes import load_requests, parse_spec
-    from ttsperf.model.config import get_config
+    from ttsperf.export.shapes import PRECISION_FLAGS, load_requests, parse_spec
+    from ttsperf.model.config import CONFIGS, get_config
 
-    g = get_config(config).gpt
-    # bad input (a spec, a texts file) fails before any work: no server is asked anything first
+    # bad input (a config, a spec, a texts file) fails before any work: no server is asked first
+    if config is not None:
+        get_config(config)
     spec = parse_spec(trt_shapes) if trt_shapes is not None else None
-    workload, requests = load_requests(texts, text_set, g, assets)
+    load_workload(texts, text_set or "mixed")
     facts = facts or collect(urls, profiles, probe)
+    served = next((d.model for d in facts.deployments if d.model in CONFIGS), None)
+    if config is not None:
+        model_from = "--config"
+    else:
+        config, model_from = (served, "the server's") if served else ("chattts", "default")
+    g = get_config(config).gpt
+    workload, requests = load_requests(texts, text_set, g, assets)
     findings: list[Finding] = run_checks(facts)
     if max_batch is not None:
         batch, batch_from = max_batch, "--max-batch"
@@ -49,7 +60,10 @@ def diagnose(
         batch, batch_from = (
             (max(served), "the server's max_batch") if served else (DEFAULT_MAX_BATCH, "default")
         )
-    findings += check_trt(spec, requests, workload, g, batch, batch_from)
+    # the engine runs in the deployment's dtype (a server's, a profile's, or serve's default here)
+    dtype = next((d.dtype for d in facts.deployments if d.dtype in PRECISION_FLAGS), "fp32")
+    where = f"{workload} ({config} model, {model_from})"
+    findings += check_trt(spec, requests, where, g, batch, batch_from, dtype)
     counts = {s: sum(f.severity == s for f in findings) for s in SEVERITIES}
     return {
         "schema": SCHEMA,

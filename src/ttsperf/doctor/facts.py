@@ -48,6 +48,7 @@ class Deployment:
     batching_evidence: str = ""  # how it was found out (a probe's timings)
     streaming: str | None = None  # "incremental" | "re-decode" | None
     max_batch: int | None = None
+    model: str | None = None  # the model config it serves (`chattts`, `tiny`), where it says
 
     @property
     def on_cuda(self) -> bool | None:
@@ -176,6 +177,7 @@ def from_healthz(url: str, body: dict[str, Any]) -> Deployment:
         dep.batching = "continuous"
         dep.streaming = "incremental"
         dep.max_batch = body.get("max_batch") if isinstance(body.get("max_batch"), int) else None
+        dep.model = body.get("model") if isinstance(body.get("model"), str) else None
     return dep
 
 

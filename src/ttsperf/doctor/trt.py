@@ -4,7 +4,15 @@ profile the workload asks for (printed as trtexec flags)."""
 from __future__ import annotations
 
 from ttsperf.doctor.checks import MACHINE, Finding
-from ttsperf.export.shapes import ROLES, RequestShape, ShapeSpec, check_spec, length_stats, recommend
+from ttsperf.export.shapes import (
+    ROLES,
+    RequestShape,
+    ShapeSpec,
+    check_spec,
+    length_stats,
+    recommend,
+    trtexec_command,
+)
 from ttsperf.model.config import GPTConfig
 
 _EXAMPLES = 3
@@ -21,6 +29,7 @@ def check_trt(
     g: GPTConfig,
     max_batch: int,
     max_batch_from: str,
+    dtype: str = "fp32",
 ) -> list[Finding]:
     stats = length_stats(requests)
     pct = {k: " / ".join(f"{p} {v}" for p, v in s.items()) for k, s in stats.items()}
@@ -86,8 +95,8 @@ def check_trt(
             MACHINE,
             "TensorRT shapes to build with, from the workload",
             f"{lengths}; batch up to {max_batch} ({max_batch_from}); min 1, opt the median, "
-            "max the longest rounded up to 16",
-            f"trtexec --onnx=MODEL.onnx {rec.flags()}",
+            f"max the longest rounded up to 16; {dtype}",
+            trtexec_command("MODEL.onnx", rec, dtype),
         )  # fmt: skip
     )
     return out

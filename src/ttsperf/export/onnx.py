@@ -23,7 +23,7 @@ import torch
 
 from ttsperf.errors import UserError
 from ttsperf.export.gpt_step import INPUT_NAMES, OUTPUT_NAMES, GPTDecodeStep
-from ttsperf.export.shapes import RequestShape, fixed_dims, recommend
+from ttsperf.export.shapes import RequestShape, fixed_dims, recommend, trtexec_command
 from ttsperf.model.config import ModelConfig, get_config
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
@@ -153,9 +153,11 @@ def export_step(
     seed: int = 0,
     requests: list[RequestShape] | None = None,
     max_batch: int = 8,
+    dtype: str = "fp16",
     on_stage=None,
 ) -> dict:
-    """Write, check and describe the decode-step graph; `requests` (a workload) sets the trtexec shapes."""
+    """Write, check and describe the decode-step graph; `requests` (a workload) sets the trtexec
+    shapes, `dtype` the precision trtexec may build in (the graph itself is fp32)."""
     require_onnx()
     cfg = get_config(config)
     out = Path(out)
@@ -181,5 +183,5 @@ def export_step(
     }
     if requests:
         spec = recommend(requests, cfg.gpt, max_batch=max_batch)
-        result["trtexec"] = f"trtexec --onnx={out} {spec.flags()} --saveEngine={out.with_suffix('.plan')}"
+        result["trtexec"] = trtexec_command(out, spec, dtype, engine=out.with_suffix(".plan"))
     return result

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -71,6 +72,18 @@ class ShapeSpec:
             dims = ",".join(f"{name}:{'x'.join(map(str, s[i]))}" for name, s in self.inputs.items())
             parts.append(f"--{flag}={dims}")
         return " ".join(parts)
+
+
+# trtexec builds in fp32 unless told it may use a narrower type; the ONNX graph itself stays fp32
+PRECISION_FLAGS = {"fp32": "", "fp16": " --fp16", "bf16": " --bf16"}
+
+
+def trtexec_command(onnx: str | Path, spec: ShapeSpec, dtype: str, engine: str | Path | None = None) -> str:
+    """The trtexec line that builds an engine for `spec` running in `dtype` (fp32 | fp16 | bf16)."""
+    if dtype not in PRECISION_FLAGS:
+        raise UserError(f"--dtype {dtype!r}: expected one of {', '.join(PRECISION_FLAGS)}")
+    save = f" --saveEngine={engine}" if engine else ""
+    return f"trtexec --onnx={onnx} {spec.flags()}{PRECISION_FLAGS[dtype]}{save}"
 
 
 def parse_spec(text: str, where: str = "--trt-shapes") -> ShapeSpec:
