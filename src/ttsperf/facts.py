@@ -2,7 +2,7 @@
 speech rate a text's length is judged by, and the shapes plan computes with.
 
 model, engine, bench (and its mock server) and plan read them here; bench and plan never build a
-model, so none of this may import torch or ttsperf.model. Shapes: `reference/chattts.md`
+model, so none of this may import torch or ttsperf.model. Shapes: `docs/reference/chattts.md`
 (computed from the chattts 0.2.5 module shapes and checked by counting `numel()`);
 tests/plan/test_plan_facts.py holds them equal to ttsperf.model.config's.
 """

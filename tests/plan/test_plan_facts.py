@@ -27,7 +27,7 @@ def test_shapes_and_rates_match_the_model_config():
 
 
 def test_plan_never_imports_a_model_or_torch():
-    """DESIGN.md layering: plan reads profiles and catalogs, never a live model."""
+    """docs/ARCHITECTURE.md layering: plan reads profiles and catalogs, never a live model."""
     import subprocess
     import sys
 

@@ -181,7 +181,7 @@ def test_every_quote_is_the_guides_own_words_on_that_line():
 
     from ttsperf.report import claims
 
-    # a copy of the project's shared/seed guide (tests/fixtures/README.md)
+    # tests/fixtures/shared/seed holds a copy of the guide (tests/fixtures/README.md)
     guide = Path(__file__).resolve().parents[1] / "fixtures" / "shared" / "seed" / "000_28de64d92baf2491.txt"
     lines = guide.read_text(encoding="utf-8").splitlines()
     quoted = [c for c in vars(claims).values() if isinstance(c, claims.Claim)]

@@ -240,7 +240,7 @@ def host_line(extra: dict[int, float], spread: float) -> tuple[float, float] | N
     at two batches; None when the rise between them is within the bare step's spread (IQR) at the
     larger batch. The host share is microseconds per row: on a 0.28 B model's 70-240 ms CPU step
     the difference of two medians is drift, and a number made of drift would steer plan
-    (1.56 ms per row measured so, docs/PLANNING.md §8b); unresolved, plan keeps its default."""
+    (1.56 ms per row measured so, docs/VALIDATION.md, "The full-size model"); unresolved, plan keeps its default."""
     lo, hi = min(extra), max(extra)
     rise = extra[hi] - extra[lo]
     if abs(rise) <= spread:

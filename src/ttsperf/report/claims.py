@@ -1,5 +1,5 @@
 """The guide's claims next to what the inputs measured — only claims whose measured value is in
-the inputs, each quoted with the guide's line (shared/seed/000_28de64d92baf2491.txt; the full
+the inputs, each quoted with the guide's line (tests/fixtures/shared/seed/000_28de64d92baf2491.txt; the full
 list with commands is docs/CLAIMS.md)."""
 
 from __future__ import annotations
@@ -222,7 +222,7 @@ def claims_section(inputs: Inputs) -> Section | None:
     sources = sorted({Path(r[-1]) for r in rows}, key=str)
     sec = Section("The guide's claims vs measured", sources)
     sec.say(
-        "Only the claims these inputs measure; the guide is shared/seed/000_28de64d92baf2491.txt "
+        "Only the claims these inputs measure; the guide is tests/fixtures/shared/seed/000_28de64d92baf2491.txt "
         "(quoted with its line), the full list with commands is docs/CLAIMS.md. "
         "The guide's figures are for a GPU in FP16; where an input was measured elsewhere, the row says so."
     )
