@@ -28,10 +28,8 @@ HEADS = 12
 KV_HEADS = 12
 HEAD_DIM = 64
 INTERMEDIATE = 3072
-TEXT_VOCAB = 21_178
 CODEBOOKS = 4
 CODE_VOCAB = 626
-MAX_POSITIONS = 4096
 
 # Matmul weights read by every decode step: q, k, v, o (4 x h^2) and gate/up/down (3 x h x i) per
 # layer, plus the 4 code heads. The norms are a rounding error; the text embedding and head_text are
