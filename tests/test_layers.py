@@ -1,4 +1,4 @@
-"""The layers DESIGN.md draws, as import-linter contracts (pyproject.toml's [tool.importlinter]):
+"""The layers docs/ARCHITECTURE.md draws, as import-linter contracts (pyproject.toml's [tool.importlinter]):
 checked on this tree, and shown to catch a planted break (bench importing the engine, so torch)."""
 
 from __future__ import annotations

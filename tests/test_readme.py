@@ -20,7 +20,7 @@ EXAMPLES = dict(re.findall(r"^\| `([a-z][a-z -]*)` \| `(ttsperf [^`]+)`", README
 ELSEWHERE = {
     "serve": ("tests/server/test_serve_cli.py", "--max-batch"),
     "serve --ray": ("tests/server/test_ray_cli.py", "--replicas"),
-    "profile": ("tests/profile/test_profile.py", "--contexts"),
+    "profile": ("tests/profile/test_measure.py", "--contexts"),
     "bench": ("tests/bench/test_bench_cli.py", "test_readme_bench_example_exits_as_documented"),
     "doctor": ("tests/doctor/test_doctor_cli.py", "--url"),
     "export onnx": ("tests/export/test_onnx.py", "onnxruntime"),

@@ -1,6 +1,6 @@
 """One precedence for bench, serve, plan and profile: defaults < --settings FILE < TTSPERF_<CMD>_* <
 flags, each setting written once as a field from which the command's flag is made (ttsperf.settings).
-bench's own layering, run end to end against a server, is in tests/bench/test_bench_config.py."""
+bench's own layering, run end to end against a server, is in tests/bench/test_bench_settings.py."""
 
 from __future__ import annotations
 

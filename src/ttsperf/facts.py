@@ -2,7 +2,7 @@
 speech rate a text's length is judged by, and the shapes plan computes with.
 
 model, engine, bench (and its mock server) and plan read them here; bench and plan never build a
-model, so none of this may import torch or ttsperf.model. Shapes: `reference/chattts.md`
+model, so none of this may import torch or ttsperf.model. Shapes: `docs/reference/chattts.md`
 (computed from the chattts 0.2.5 module shapes and checked by counting `numel()`);
 tests/plan/test_plan_facts.py holds them equal to ttsperf.model.config's.
 """
@@ -28,10 +28,8 @@ HEADS = 12
 KV_HEADS = 12
 HEAD_DIM = 64
 INTERMEDIATE = 3072
-TEXT_VOCAB = 21_178
 CODEBOOKS = 4
 CODE_VOCAB = 626
-MAX_POSITIONS = 4096
 
 # Matmul weights read by every decode step: q, k, v, o (4 x h^2) and gate/up/down (3 x h x i) per
 # layer, plus the 4 code heads. The norms are a rounding error; the text embedding and head_text are

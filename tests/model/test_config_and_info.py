@@ -10,7 +10,7 @@ from ttsperf.cli.main import app
 from ttsperf.model.config import CHATTTS, TINY
 from ttsperf.model.info import model_info
 
-# reference/chattts.md, counted from the official package's modules with numel()
+# docs/reference/chattts.md, counted from the official package's modules with numel()
 OFFICIAL_COUNTS = {
     "gpt": 188_775_168,
     "embed": 36_399_234,

@@ -1,4 +1,4 @@
-"""Memory model against hand-computed cases and the reference numbers (reference/chattts.md)."""
+"""Memory model against hand-computed cases and the reference numbers (docs/reference/chattts.md)."""
 
 from __future__ import annotations
 

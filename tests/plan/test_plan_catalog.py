@@ -49,7 +49,7 @@ def test_shipped_prices_parse_with_source_and_date_and_pick_the_cheapest():
 
 
 def test_shipped_catalog_matches_the_reference_copy():
-    # a copy of the project's shared/reference table (tests/fixtures/README.md)
+    # tests/fixtures/shared/reference holds a copy of the reference table (tests/fixtures/README.md)
     ref = Path(__file__).resolve().parents[1] / "fixtures" / "shared" / "reference" / "gpus.csv"
     ours = {r["name"]: r for r in shipped_rows("gpus.csv")}
     for r in csv.DictReader(ref.read_text(encoding="utf-8").splitlines()):

@@ -18,7 +18,7 @@ def test_shapes_and_rates_match_the_model_config():
         g.num_key_value_heads,
         g.intermediate_size,
     )
-    assert (F.TEXT_VOCAB, F.CODE_VOCAB, F.CODEBOOKS) == (g.num_text_tokens, g.num_audio_tokens, g.num_vq)
+    assert (F.CODE_VOCAB, F.CODEBOOKS) == (g.num_audio_tokens, g.num_vq)
     assert F.HEAD_DIM == g.hidden_size // g.num_attention_heads
     for dtype, b in F.BYTES_PER_DTYPE.items():
         assert F.kv_bytes_per_token(dtype) == g.kv_bytes_per_token(b)
@@ -27,7 +27,7 @@ def test_shapes_and_rates_match_the_model_config():
 
 
 def test_plan_never_imports_a_model_or_torch():
-    """DESIGN.md layering: plan reads profiles and catalogs, never a live model."""
+    """docs/ARCHITECTURE.md layering: plan reads profiles and catalogs, never a live model."""
     import subprocess
     import sys
 

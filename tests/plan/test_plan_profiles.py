@@ -210,7 +210,7 @@ def test_profiled_device_names_match_catalog_cards(device, card):
     assert match_device(device, list(load_gpus()[1])) == card
 
 
-# reference/chattts.md [meas]: official package, fp32, 2 CPU threads, LlamaModel step (s)
+# docs/reference/chattts.md [meas]: official package, fp32, 2 CPU threads, LlamaModel step (s)
 CPU_STEPS = [
     (1, 64, 0.069),
     (1, 512, 0.073),

@@ -29,7 +29,7 @@ def test_bytes_and_flops_by_hand():
 def test_default_bandwidth_floor_on_a_4090_is_the_reference_0_4_ms():
     m = default_model("fp16", KV16, 1008, 165.2)
     floor = float(decode_bytes(1, 64, "fp16", KV16)) / 1008e9  # at 100% of peak bandwidth
-    assert 0.35e-3 < floor < 0.45e-3  # reference/chattts.md: "~0.4 ms/step"
+    assert 0.35e-3 < floor < 0.45e-3  # docs/reference/chattts.md: "~0.4 ms/step"
     # batch 1 is dominated by the fixed overhead (the reference's ">90%")
     assert DEFAULT_T_FIXED_S / float(m.step(1, 64)) > 0.9
 

@@ -7,8 +7,8 @@ client does only what a TTS load test needs: send one request on a pooled connec
 piece of the body to a sink the moment it arrives (so chunk times are arrival times), and say
 precisely how an exchange failed, in the error classes of `results.ERROR_CLASSES`.
 
-Measured against an aiohttp client of the same interface (benchmarks/http_client.py, issue 13;
-docs/PERFORMANCE.md, "bench: the load-test client itself"), aiohttp added 0.4-0.9 ms to E2E
+Measured against an aiohttp client of the same interface (benchmarks/http_client.py;
+docs/PERFORMANCE.md, "One HTTP client in bench: http1 kept over aiohttp"), aiohttp added 0.4-0.9 ms to E2E
 and TTFA p50 at 1-1,000 req/s against the mock on an idle machine, outside the repeats' spread
 (40 ms to E2E p50 at 1,000 req/s with the 2 cores contended; without its trace hook and cookie
 jar too): a load tester's own overhead is a bias in every latency it reports.

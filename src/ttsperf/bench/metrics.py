@@ -1,4 +1,4 @@
-"""The metrics of reference/metrics.md, computed from per-request records of one load point.
+"""The metrics of docs/reference/metrics.md, computed from per-request records of one load point.
 
 Throughput is successes over the run window, never n / sum(latencies) (the guide's formula, which
 is kept as `naive_throughput_rps` only to show how far off it is).

@@ -164,7 +164,7 @@ _AGGREGATES = (  # sample key, how, summary name
 
 
 def aggregate(samples: Sequence[dict[str, float]], t0: float, t1: float, audio_s: float) -> dict[str, float]:
-    """As reference/metrics.md: util and power are means inside the window, memory the max."""
+    """As docs/reference/metrics.md: util and power are means inside the window, memory the max."""
     inside = [s for s in samples if t0 <= s["t"] <= t1]
     out: dict[str, float] = {}
     for key, how, name in _AGGREGATES:

@@ -2,7 +2,7 @@
 importing it needs torchaudio and takes seconds; reading its code is all a check needs).
 
 - `Chat.infer(..., params_infer_code=InferCodeParams())`: a default argument is evaluated once,
-  so every call that relies on it shares one mutable object (reference/chattts.md: a
+  so every call that relies on it shares one mutable object (docs/reference/chattts.md: a
   multi-sentence call writes a reference voice into it that leaks into later calls).
 - `select_device` chooses the GPU with the most total-minus-*own*-reserved memory: in a fresh
   process that is the same for identical GPUs, so every process picks cuda:0.

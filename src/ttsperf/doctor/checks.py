@@ -19,7 +19,7 @@ from ttsperf.doctor.facts import Deployment, Facts
 Severity = Literal["error", "warn", "info", "ok", "skipped"]
 SEVERITIES: tuple[Severity, ...] = ("error", "warn", "info", "ok", "skipped")
 MACHINE = "this machine"
-# The version whose traps reference/chattts.md documents (read from its source and measured).
+# The version whose traps docs/reference/chattts.md documents (read from its source and measured).
 CHATTTS_EXAMINED = (0, 2, 5)
 
 

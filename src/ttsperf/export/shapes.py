@@ -47,7 +47,6 @@ ROLES: dict[str, tuple[str, ...]] = {
     "past_values": ("layers", "batch", "kv_heads", "context", "head_dim"),
 }
 STEP_INPUTS = ("codes", "positions", "past_keys", "past_values")
-VARIABLE = ("batch", "prompt", "context")
 
 
 def fixed_dims(g: GPTConfig) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """Shapes of the ChatTTS architecture: `chattts` (the real sizes) and `tiny` (same code path, for tests).
 
-Every number of `chattts` is the official package's configuration (reference/chattts.md gives each
+Every number of `chattts` is the official package's configuration (docs/reference/chattts.md gives each
 shape and the parameter counts they produce). `tiny` keeps the audio rates (24 kHz, hop 256, 100
 mel bins, 626 codes per codebook, 4 codebooks) so every rate-derived test holds for both.
 """

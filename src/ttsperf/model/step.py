@@ -8,7 +8,7 @@ embeds the rows' last codes, runs the slot forward (each row writes its K/V at i
 samples and takes the next codes; `advance` is the whole step — forward, accept, move on — with
 no host read, so the engine can compile it or capture it in a CUDA graph.
 
-It lives in `model`, not `engine`: data flows model -> engine (DESIGN.md), and the pipeline and
+It lives in `model`, not `engine`: data flows model -> engine (docs/ARCHITECTURE.md), and the pipeline and
 the export are model-level users of the same step. The engine adds what serving needs around it
 (engine/step.py: compile and CUDA graphs; engine/batch.py: the host's mirror, rows joining and
 leaving).

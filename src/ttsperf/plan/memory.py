@@ -6,7 +6,7 @@
   weights bytes a profile measured;
 - runtime: memory the process holds outside the tensor allocator (CUDA context, cuBLAS/cuDNN
   workspaces) - an assumption unless a profile on that card measured it;
-- KV: 2 x layers x hidden x bytes per token per sequence (reference/chattts.md), for every token a
+- KV: 2 x layers x hidden x bytes per token per sequence (docs/reference/chattts.md), for every token a
   running sequence holds: prompt + all the audio steps it will decode;
 - transients: the largest short-lived working set of one engine iteration (a decode step plus the
   decoder/vocoder call over the chunks it emits, or one prompt's prefill), from the shapes;

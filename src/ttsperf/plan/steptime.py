@@ -19,20 +19,20 @@ from ttsperf import facts as F
 from ttsperf.errors import UserError
 
 # --- Defaults: assumptions, each with its source (repeated in docs/PLANNING.md). ---
-# reference/chattts.md [quote]: stock eager ChatTTS at batch 1 spends >90% of a step in fixed
+# docs/reference/chattts.md [quote]: stock eager ChatTTS at batch 1 spends >90% of a step in fixed
 # per-step overhead, 6-14 ms observed on an RTX 4090 against a ~0.4 ms bandwidth floor. We take
 # the middle of that range, and the same for every card: the overhead is host-side (Python,
 # kernel launches, sampling), so it follows the host, not the GPU.
 DEFAULT_T_FIXED_S = 0.010
 DEFAULT_T_FIXED_SOURCE = (
-    "quote: 6-14 ms/step at batch 1 on an RTX 4090, stock eager (reference/chattts.md); midpoint"
+    "quote: 6-14 ms/step at batch 1 on an RTX 4090, stock eager (docs/reference/chattts.md); midpoint"
 )
 
 
 # The engine settings ttsperf serve offers, each with the per-step overhead it is planned at and
-# the range that overhead is sourced over (reference/gpu-anchors.md, docs/PLANNING.md §8c). Only
-# the decode step changes: ttsperf serve's Decoder+Vocos call runs eagerly in every mode, so its
-# launch cost stays at the eager figure of the same range end.
+# the range that overhead is sourced over (docs/reference/gpu-anchors.md; docs/PLANNING.md, "The
+# settings search"). Only the decode step changes: ttsperf serve's Decoder+Vocos call runs eagerly
+# in every mode, so its launch cost stays at the eager figure of the same range end.
 @dataclass(frozen=True)
 class Mode:
     name: str  # as plan prints it
@@ -51,20 +51,20 @@ GRAPHS_MID = 4.5
 MODES = {
     "eager": Mode(
         "eager", "", DEFAULT_T_FIXED_S, *EAGER_RANGE_S,
-        "quote: 6-14 ms/step, stock eager ChatTTS on an RTX 4090 (reference/chattts.md); midpoint 10 ms",
+        "quote: 6-14 ms/step, stock eager ChatTTS on an RTX 4090 (docs/reference/chattts.md); midpoint 10 ms",
     ),
     "compile": Mode(
         "compile", "--compile", DEFAULT_T_FIXED_S / COMPILE_SPEEDUP,
         EAGER_RANGE_S[0] / COMPILE_SPEEDUP, EAGER_RANGE_S[1] / COMPILE_SPEEDUP,
         "eager's 6-14 ms / 1.8, ChatTTS's own torch.compile speed-up (2noise/ChatTTS commit 70c7cef, "
-        "reference/gpu-anchors.md)",
+        "docs/reference/gpu-anchors.md)",
     ),
     "cuda-graphs": Mode(
         "cuda-graphs", "--cuda-graphs", DEFAULT_T_FIXED_S / GRAPHS_MID,
         EAGER_RANGE_S[0] / GRAPHS_SPEEDUP[1], EAGER_RANGE_S[1] / GRAPHS_SPEEDUP[0],
         "eager's 6-14 ms / 3-6 (midpoint 10 ms / 4.5): sub-1B models' step with CUDA graphs or "
         "TensorRT (Qwen3-TTS 0.6B 3.4x on an RTX 4090, 5.9x on an H100; Chatterbox T3 4.6x; "
-        "reference/gpu-anchors.md); ttsperf serve --cuda-graphs not yet timed on a GPU",
+        "docs/reference/gpu-anchors.md); ttsperf serve --cuda-graphs not yet timed on a GPU",
         max_batch=256,  # GraphedStep captures up to 256 rows (engine/step.py); beyond, eager steps
     ),
 }  # fmt: skip
@@ -89,11 +89,11 @@ DEFAULT_T_ROW_SOURCE = (
 # to the socket, one chunk after another, so the k-th chunk of a step's emission leaves k
 # hand-offs after the audio call returns. Measured as the CPU seconds of `ttsperf serve`'s event
 # loop thread per chunk sent (its per-request work included, 8 chunks per request): 0.26-0.53 ms
-# at the ten points of two runs of benchmarks/plan_accuracy.py on tiny (docs/PLANNING.md §8b).
+# at the ten points of two runs of benchmarks/plan_accuracy.py on tiny (docs/VALIDATION.md).
 DEFAULT_T_CHUNK_S = 0.36e-3
 DEFAULT_T_CHUNK_SOURCE = (
     "measured: ttsperf serve's event-loop CPU per streamed chunk on a 2-vCPU EPYC, median of the "
-    "0.26-0.53 ms of benchmarks/plan_accuracy.py's points (docs/PLANNING.md §8b)"
+    "0.26-0.53 ms of benchmarks/plan_accuracy.py's points (docs/VALIDATION.md)"
 )
 DEFAULT_MBU = 0.60
 DEFAULT_MBU_SOURCE = "assumption: low end of the 60-85% MBU rule of thumb for decode"

@@ -239,8 +239,9 @@ def host_line(extra: dict[int, float], spread: float) -> tuple[float, float] | N
     """(per row, per step) of the host's share, from what the engine's step adds to the bare step
     at two batches; None when the rise between them is within the bare step's spread (IQR) at the
     larger batch. The host share is microseconds per row: on a 0.28 B model's 70-240 ms CPU step
-    the difference of two medians is drift, and a number made of drift would steer plan
-    (1.56 ms per row measured so, docs/PLANNING.md §8b); unresolved, plan keeps its default."""
+    the difference of two medians is drift, and a number made of drift would steer plan (1.56 ms
+    per row measured so, docs/VALIDATION.md, "The full-size model"); unresolved, plan keeps its
+    default."""
     lo, hi = min(extra), max(extra)
     rise = extra[hi] - extra[lo]
     if abs(rise) <= spread:

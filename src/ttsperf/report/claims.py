@@ -1,6 +1,6 @@
 """The guide's claims next to what the inputs measured — only claims whose measured value is in
-the inputs, each quoted with the guide's line (shared/seed/000_28de64d92baf2491.txt; the full
-list with commands is docs/CLAIMS.md)."""
+the inputs, each quoted with the guide's line (tests/fixtures/shared/seed/000_28de64d92baf2491.txt;
+the full list with commands is docs/CLAIMS.md)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,6 @@ from ttsperf.facts import STEPS_PER_AUDIO_SECOND
 from ttsperf.report.document import Section, Table
 from ttsperf.report.inputs import Inputs
 from ttsperf.report.model_sections import baseline
-
-GUIDE = "the guide"
 
 
 @dataclass(frozen=True)
@@ -222,8 +220,9 @@ def claims_section(inputs: Inputs) -> Section | None:
     sources = sorted({Path(r[-1]) for r in rows}, key=str)
     sec = Section("The guide's claims vs measured", sources)
     sec.say(
-        "Only the claims these inputs measure; the guide is shared/seed/000_28de64d92baf2491.txt "
-        "(quoted with its line), the full list with commands is docs/CLAIMS.md. "
+        "Only the claims these inputs measure; the guide is "
+        "tests/fixtures/shared/seed/000_28de64d92baf2491.txt (quoted with its line), "
+        "the full list with commands is docs/CLAIMS.md. "
         "The guide's figures are for a GPU in FP16; where an input was measured elsewhere, the row says so."
     )
     sec.blocks.append(Table(["the guide says", "where", "measured", "verdict", "from"], rows))

@@ -1,4 +1,4 @@
-"""`profile --max-batch-search`: the search, the CUDA OOM path (injected), the CPU budget path
+"""`profile --max-batch-search`: the CUDA OOM path (injected), the CPU budget path
 (deterministic probes, and the tiny model for real) and the profile field it writes."""
 
 from __future__ import annotations
@@ -12,23 +12,6 @@ from typer.testing import CliRunner
 from ttsperf.cli.main import app
 from ttsperf.profile.maxbatch import budget_search, oom_bisection
 from ttsperf.profile.schema import load_profile
-from ttsperf.profile.search import largest_fitting
-
-
-@pytest.mark.parametrize("cap", [1, 7, 32])
-def test_largest_fitting_is_exact_and_never_probes_far_past_the_answer(cap):
-    for threshold in range(0, 45):
-        tried = []
-
-        def fits(b, t=threshold, tried=tried):
-            tried.append(b)
-            return b <= t
-
-        best, capped = largest_fitting(fits, cap)
-        assert best == min(threshold, cap)
-        assert capped == (threshold >= cap)
-        assert max(tried) <= max(1, 2 * best)  # doubling stops at the first failure
-        assert len(tried) <= 2 * cap.bit_length() + 2
 
 
 def _oom_above(limit, calls):

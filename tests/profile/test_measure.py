@@ -75,30 +75,6 @@ def test_bad_grid_is_one_line_exit_2(flag):
     assert res.exit_code == 2 and f"{flag} '1,x'" in res.output
 
 
-@pytest.mark.slow
-def test_optimizations_measure_each_variant_in_its_own_process(tmp_path):
-    out = tmp_path / "opt.json"
-    args = [
-        "profile",
-        "--synthetic",
-        "--config",
-        "tiny",
-        "--optimizations",
-        "--batches",
-        "2",
-        "--contexts",
-        "16",
-    ]
-    res = CliRunner().invoke(app, [*args, "--repeats", "2", "-o", str(out)])
-    assert res.exit_code == 0, res.output
-    rows = {r["variant"]: r for r in json.loads(out.read_text())}
-    fp32, half = rows["fp32 (baseline)"], rows["fp16 weights (.half())"]
-    assert half["weights_MB"] == pytest.approx(fp32["weights_MB"] / 2, rel=0.01)  # buffers are tiny
-    assert rows["autocast fp16/bf16 over fp32 weights"]["weights_MB"] == fp32["weights_MB"]
-    assert rows["TF32 off"]["applies"] is False and "CUDA only" in rows["TF32 off"]["note"]
-    assert all(r["step_ms"] > 0 for r in rows.values() if r["applies"])
-
-
 def test_fixed_overhead_is_the_intercept_no_row_adds():
     a, b, c = 0.030, 0.002, 1e-7
     steps = [
@@ -138,17 +114,3 @@ def test_a_host_line_the_step_spread_hides_is_not_reported():
     assert host_line({1: -5.3e-3, 16: 18.1e-3}, spread=30e-3) is None
     # a falling line is no negative cost
     assert host_line({1: 2e-3, 64: 1e-3}, spread=1e-4) == (0.0, 2e-3)
-
-
-def test_int8_weights_count_their_int8_bytes(tiny_pipe):
-    from ttsperf.engine.switches import quantize_int8
-    from ttsperf.model.config import TINY
-    from ttsperf.model.pipeline import Pipeline
-    from ttsperf.profile.optimizations import tensor_bytes
-
-    pipe = Pipeline.synthetic_model(TINY, seed=0)
-    linear = pipe.model.gpt.layers[0].mlp.up_proj
-    before = tensor_bytes(linear.weight)
-    quantize_int8(pipe.model.gpt)
-    after = tensor_bytes(linear.weight)  # int8 data + an fp32 scale and an int8 zero point per row
-    assert after == linear.weight.qdata.numel() + (4 + 1) * linear.weight.shape[0] and after < before / 3
