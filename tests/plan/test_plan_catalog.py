@@ -136,8 +136,10 @@ def test_price_flag():
 
 
 def test_gpus_filter_resolves_names_and_rejects_unknown_and_ambiguous():
-    cat = load_catalog(only=split_names("t4, 4090,A100 40GB PCIe"))
-    assert list(cat.gpus) == ["T4", "RTX 4090", "A100 40GB PCIe"]
+    cat = load_catalog(only=split_names("t4, rtx 4090,A100 40GB PCIe, RTX 4090D"))
+    assert list(cat.gpus) == ["T4", "RTX 4090", "A100 40GB PCIe", "RTX 4090 D"]  # spaces don't count
+    with pytest.raises(UserError, match=r"--gpus: '4090' is ambiguous: it matches RTX 4090, RTX 4090 D"):
+        load_catalog(only=["4090"])
     with pytest.raises(UserError, match=r"--gpus: unknown GPU 'RTX 9090'.*known: T4, A10"):
         load_catalog(only=["RTX 9090"])
     with pytest.raises(

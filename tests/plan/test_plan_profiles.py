@@ -193,6 +193,9 @@ def test_model_profile_schema_is_strict(make_profile):
     ("device", "card"),
     [
         ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+        ("NVIDIA GeForce RTX 4090 D", "RTX 4090 D"),  # the China-only cut, not the RTX 4090
+        ("NVIDIA A800-SXM4-80GB", "A800 80GB SXM"),
+        ("Tesla V100-SXM2-32GB", "V100 SXM2 32GB"),
         ("NVIDIA A100-SXM4-40GB", "A100 40GB SXM"),
         ("NVIDIA A100-PCIE-40GB", "A100 40GB PCIe"),
         ("Tesla T4", "T4"),

@@ -85,11 +85,14 @@ class Catalog:
 
 
 def resolve_name(name: str, known: list[str], where: str) -> str:
-    """A user-typed card name -> the catalog's name (exact, case-insensitive, or a unique part)."""
+    """A user-typed card name -> the catalog's name (exact, case-insensitive, or a unique part).
+
+    Spaces do not count in the exact match: "RTX 4090D" is NVIDIA's "RTX 4090 D".
+    """
     wanted = " ".join(name.split()).lower()
-    by_lower = {k.lower(): k for k in known}
-    if wanted in by_lower:
-        return by_lower[wanted]
+    by_squashed = {k.lower().replace(" ", ""): k for k in known}
+    if wanted.replace(" ", "") in by_squashed:
+        return by_squashed[wanted.replace(" ", "")]
     partial = [k for k in known if wanted and wanted in k.lower()]
     if len(partial) == 1:
         return partial[0]
