@@ -6,8 +6,8 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import CONFIG, print_json, user_errors
-from ttsperf.cli.synth import ASSETS, SYNTHETIC
+from ttsperf.cli.common import print_json, user_errors
+from ttsperf.cli.synth import ASSETS, SYNTHETIC, model_config
 
 export_app = typer.Typer(
     help=(
@@ -37,7 +37,9 @@ def onnx(
     out: Path = typer.Option(Path("gpt_step.onnx"), "-o", "--out", help="Where to write the ONNX file."),
     assets: Path | None = ASSETS,
     synthetic: bool = SYNTHETIC,
-    config: str = CONFIG,
+    config: str | None = typer.Option(
+        None, "--config", help="chattts (real sizes) or tiny; default: the --assets dir's own, else chattts."
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the synthetic weights."),
     texts: str = typer.Option(None, "--texts", help="Workload for the shapes: .txt or .jsonl."),
     text_set: str = typer.Option(None, "--text-set", help="Built-in workload (default: mixed)."),
@@ -52,19 +54,17 @@ def onnx(
     from ttsperf.errors import UserError
     from ttsperf.export.onnx import export_step, require_onnx
     from ttsperf.export.shapes import PRECISION_FLAGS, load_requests
-    from ttsperf.model.config import get_config
 
-    if (assets is None) == (not synthetic):
-        raise UserError("give exactly one of --assets DIR or --synthetic")
+    cfg = model_config(assets, synthetic, config)  # an asset dir's own config unless --config says
     require_onnx()  # before any work: a missing extra is one line, not a traceback minutes later
     if dtype not in PRECISION_FLAGS:
         raise UserError(f"--dtype {dtype!r}: expected one of {', '.join(PRECISION_FLAGS)}")
-    cfg = get_config(config)
     _, requests = load_requests(texts, text_set, cfg.gpt, str(assets) if assets else None)
     console = Console(stderr=True)
     with console.status("exporting") as status:
         result = export_step(
-            out, config=config, assets=assets, seed=seed, requests=requests, max_batch=max_batch, dtype=dtype,
+            out, config=cfg.name, assets=assets, seed=seed, requests=requests, max_batch=max_batch,
+            dtype=dtype,
             on_stage=lambda name: status.update(name),
         )  # fmt: skip
     if as_json:
