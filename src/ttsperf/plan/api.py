@@ -53,7 +53,7 @@ def _defaults(workload: Workload, calibrated: bool) -> dict[str, Default]:
         ),
         "first_chunk_steps": Default(
             value=workload.first_chunk_steps,
-            source="official streaming yields every 24 steps (reference/chattts.md)",
+            source="official streaming yields every 24 steps (docs/reference/chattts.md)",
         ),
     }
     if calibrated:
@@ -67,7 +67,7 @@ def _model_sizes(mem: MemoryModel, workload: Workload) -> dict[str, float | int 
     """The numbers the guide's memory claims are checked against (docs/CLAIMS.md)."""
     return {
         "parameters": F.TOTAL_PARAMS,
-        "parameters_how": "sum of the component counts in reference/chattts.md",
+        "parameters_how": "sum of the component counts in docs/reference/chattts.md",
         "weights_bytes": float(mem.weights_bytes),  # type: ignore[arg-type]
         "weights_how": mem.how["weights_bytes"],
         "kv_bytes_per_token": float(mem.kv_bytes_per_token),  # type: ignore[arg-type]

@@ -59,7 +59,7 @@ class Simulations:
         return sim
 
 
-# First-chunk sizes the search may move to, from the official 24 steps (reference/chattts.md):
+# First-chunk sizes the search may move to, from the official 24 steps (docs/reference/chattts.md):
 # smaller ones bring the first audio forward, larger ones buffer more against underruns.
 FIRST_CHUNK_LADDER = (8, 12, 16, 24, 32, 48)
 

@@ -60,7 +60,7 @@ class PlanSettings(Layered):
     )
     engine: str = Field(
         "ttsperf",
-        description="ttsperf (as built) | v1 (the engine before v2: per-request prefill and chunk decode).",
+        description="ttsperf: the engine as built (the only one; v1 was retired).",
     )
     vocoder_overhead: str | None = Field(
         None, description="What-if launch cost of one Decoder+Vocos call, e.g. 2ms."
