@@ -66,7 +66,7 @@ class Runner:
         self.forward = SlotForward(pipe.model.gpt)
         self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
         self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device)
-        self.audio = BatchedAudio(pipe.model, lookahead_steps)
+        self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile)
         self.graphed: GraphedStep | None = None
         if switch_report["cuda_graphs"]["applied"]:
             self.graphed = GraphedStep(self.run_step, self.state, capacity)

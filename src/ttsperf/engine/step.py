@@ -141,16 +141,22 @@ class GraphedStep:
         self.eager_steps = 0
         self._pool = None
 
-    def __call__(self, b: int, length: int, top: int) -> None:
+    def key(self, b: int, length: int, top: int) -> tuple[int, int, int] | None:
+        """The graph a step replays: (batch bucket, context bucket, candidates); None: too large."""
         bb, lb = pick(b, self.batch_sizes), pick(length, self.context_sizes)
-        if bb is None or lb is None:
+        return None if bb is None or lb is None else (bb, lb, top)
+
+    def __call__(self, b: int, length: int, top: int) -> None:
+        key = self.key(b, length, top)
+        if key is None:
             self.eager_steps += 1
             return self.run(b, length, top)
+        bb = key[0]
         self.state.positions[b:bb] = 0
         self.state.done[b:bb] = True
-        replay = self.graphs.get((bb, lb, top))
+        replay = self.graphs.get(key)
         if replay is None:
-            replay = self.graphs[bb, lb, top] = self._capture(bb, lb, top)
+            replay = self.graphs[key] = self._capture(*key)
         replay()
 
     def _capture(self, bb: int, lb: int, top: int) -> Callable[[], None]:

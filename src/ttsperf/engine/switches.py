@@ -39,7 +39,12 @@ def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.dev
     else:
         note("cuda_graphs", False, f"not applicable on {device.type}: CUDA graphs need a CUDA device")
     if switches.compile:
-        note("compile", True, "torch.compile (inductor) of the decode step, dynamic batch and context")
+        note(
+            "compile",
+            True,
+            "torch.compile (inductor) of the decode step (dynamic batch and context) and of the "
+            "audio call (dynamic rows and frames)",
+        )
     else:
         note("compile", False, "off")
     if switches.int8:
