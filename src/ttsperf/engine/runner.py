@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ttsperf.engine.audio import BatchedAudio, Window
+from ttsperf.engine.audio import BatchedAudio, GraphedAudio, Window
 from ttsperf.engine.batch import BatchState
 from ttsperf.engine.step import DecodeStep, GraphedStep
 from ttsperf.model.forward import SlotForward
@@ -70,6 +70,7 @@ class Runner:
         self.graphed: GraphedStep | None = None
         if switch_report["cuda_graphs"]["applied"]:
             self.graphed = GraphedStep(self.run_step, self.state, capacity)
+            self.audio.call = GraphedAudio(self.audio.synthesize, max_batch, max_new_tokens + 1)
 
     # ------------------------------------------------------------------ rows in
 

@@ -121,6 +121,25 @@ def pick(value: int, sizes: list[int]) -> int | None:
     return next((s for s in sizes if s >= value), None)
 
 
+def capture(
+    run: Callable[[], object], pool, before: Callable[[], object] = lambda: None
+) -> tuple[torch.cuda.CUDAGraph, object]:
+    """Warm `run` up twice on a side stream (cuBLAS workspaces, compile), then record it in a CUDA
+    graph sharing memory `pool`; `before` runs ahead of each (puts state back). -> (graph, output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            before()
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    before()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = run()
+    return graph, out
+
+
 class GraphedStep:
     """CUDA graphs of the whole step — decode, sampling, state update — one per (batch bucket,
     context bucket, candidates), captured on first use. `run(b, length, top)` is the eager step
@@ -164,17 +183,7 @@ class GraphedStep:
         state back as it was: warm-up and recording each ran the step once. (Their K/V and kept
         hidden-state writes repeat at the same places with the same inputs: no restoring.)"""
         saved = [t[:bb].clone() for t in self._restorable()]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                self._restore(saved, bb)
-                self.run(bb, lb, top)
-        torch.cuda.current_stream().wait_stream(side)
-        self._restore(saved, bb)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
-            self.run(bb, lb, top)
+        graph, _ = capture(lambda: self.run(bb, lb, top), self._pool, lambda: self._restore(saved, bb))
         self._pool = graph.pool()
         self._restore(saved, bb)
         return graph.replay
