@@ -29,7 +29,7 @@ from _bench_common import machine  # noqa: E402
 from ttsperf.engine.audio import BatchedAudio  # noqa: E402
 from ttsperf.model.config import CHATTTS, SKELETON  # noqa: E402
 from ttsperf.model.pipeline import Pipeline  # noqa: E402
-from ttsperf.profile.host import CHUNK  # noqa: E402
+from ttsperf.profile.host import audio_steps, audio_windows  # noqa: E402
 
 ROWS = {"skeleton": (1, 16, 64), "chattts": (1, 8)}
 
@@ -40,19 +40,15 @@ def timed(fn) -> tuple[float, float]:
     return time.perf_counter() - wall, time.thread_time() - cpu
 
 
-def windows(audio: BatchedAudio, rows: int):
-    steps = CHUNK + (audio.ctx_frames + 1) // 2 + CHUNK
-    emitted = (2 * (steps - CHUNK) - audio.lookahead_frames) * audio.hop
-    return [audio.window(r, steps, emitted, final=False) for r in range(rows)], steps
-
-
 def measure(cfg, repeats: int) -> list[tuple]:
     pipe = Pipeline.synthetic_model(cfg, seed=0)
     eager, compiled = BatchedAudio(pipe.model, 4), BatchedAudio(pipe.model, 4, compile=True)
     out = []
     for rows in ROWS[cfg.name]:
-        wins, steps = windows(eager, rows)
-        hidden = torch.randn(rows, steps + 1, cfg.gpt.hidden_size, generator=torch.Generator().manual_seed(0))
+        wins = audio_windows(eager, rows)
+        hidden = torch.randn(
+            rows, audio_steps(eager) + 1, cfg.gpt.hidden_size, generator=torch.Generator().manual_seed(0)
+        )
         compile_s, _ = timed(lambda: compiled.decode(hidden, wins))  # noqa: B023 - first call: compiles
         eager.decode(hidden, wins)
         same = all(

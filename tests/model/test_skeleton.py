@@ -55,7 +55,7 @@ def test_prefill_and_audio_call_run_chattts_ops_on_the_skeleton():
     assert prefill[0] == prefill[1]
     audio = []
     for r in (skeleton, chattts):
-        _, args = r.audio.inputs(H.audio_windows(r, 3), r.state.hidden)
+        _, args = r.audio.inputs(H.audio_windows(r.audio, 3), r.state.hidden)
         audio.append(count_ops(lambda r=r, args=args: r.audio.synthesize(*args)).ops)
     assert audio[0] == audio[1]
     assert audio[0]["conv1d.default"] >= 12 + 8  # every Decoder and Vocos layer is there

@@ -92,6 +92,8 @@ class BatchedAudio:
     def compile_now(self, hidden: torch.Tensor, report: dict) -> None:
         """Compile at start, not on the first chunk: one and two rows (rows >= 2 share a graph), over
         the engine's own `hidden`. If compiling fails, the call runs eagerly and the report says why."""
+        if self.compiled and not report.get("applied", True):  # the step's compile failed: none
+            self.call, self.compiled = self.synthesize, False
         if not self.compiled:
             return
         try:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import torch
 
 from ttsperf import __version__
-from ttsperf.engine.audio import Window
+from ttsperf.engine.audio import BatchedAudio, Window
 from ttsperf.engine.runner import Admission, Runner
 from ttsperf.engine.step import GraphedStep
 from ttsperf.model.config import CHATTTS, SKELETON, ModelConfig
@@ -105,12 +105,16 @@ def step_args(r: Runner) -> tuple[int, int, int]:
     return b, int(s.host["positions"][:b].max()) + 1, r._top(slice(0, b))
 
 
-def audio_windows(r: Runner, rows: int) -> list[Window]:
-    """`rows` rows emitting a mid-stream chunk at once (CHUNK new steps after a full left context)."""
-    audio = r.audio
-    steps = CHUNK + (audio.ctx_frames + 1) // 2 + CHUNK
+def audio_windows(audio: BatchedAudio, rows: int) -> list[Window]:
+    """`rows` rows emitting a mid-stream chunk at once (CHUNK new steps after a full left context),
+    over hidden steps 0..audio_steps(audio)-1 of slots 0..rows-1."""
+    steps = audio_steps(audio)
     emitted = (2 * (steps - CHUNK) - audio.lookahead_frames) * audio.hop
     return [audio.window(slot, steps, emitted, final=False) for slot in range(rows)]
+
+
+def audio_steps(audio: BatchedAudio) -> int:
+    return CHUNK + (audio.ctx_frames + 1) // 2 + CHUNK
 
 
 @dataclass
@@ -159,7 +163,7 @@ def time_parts(r: Runner, timing: Timing, say: Progress) -> dict[str, dict[int, 
     s.truncate(0)
     for rows in SIZES:
         say(f"host seconds: audio call, {rows} rows")
-        windows = audio_windows(r, rows)
+        windows = audio_windows(r.audio, rows)
         out["audio"][rows] = timing(lambda: r.emit(windows)), None  # noqa: B023
     return out
 
@@ -221,7 +225,7 @@ def count_prefill(r: Runner, rows: int) -> Counts:
 
 
 def count_audio(r: Runner, rows: int) -> Counts:
-    windows = audio_windows(r, rows)
+    windows = audio_windows(r.audio, rows)
     eager = count_until_host_read(r, lambda: r.emit(windows))
     _, args = r.audio.inputs(windows, r.state.hidden)
     region = kernels(lambda: r.audio.synthesize(*args))
@@ -259,7 +263,7 @@ def time_compiled(
     last = None
     for rows in SIZES:
         say(f"compile: audio call, {rows} rows")
-        windows = audio_windows(r, rows)
+        windows = audio_windows(r.audio, rows)
         last = first_call_kernels(lambda: r.emit(windows), last)  # noqa: B023
         out["audio"][rows] = timing(lambda: r.emit(windows)), None, last  # noqa: B023
     return out
