@@ -236,11 +236,16 @@ def count_audio(r: Runner, rows: int) -> Counts:
 
 
 def first_call_kernels(fn: Callable[[], object], last: int | None) -> int | None:
-    """Run fn; if it made Inductor compile, the kernels in the code it generated, else `last` (the
-    call reused the graph compiled before: dynamic shapes, one graph for batch >= 2)."""
-    from torch._inductor.utils import run_and_get_code
+    """Run fn; if it made Inductor compile (or load from its cache), the kernels in the code, else
+    `last` (the call reused the graph compiled before: dynamic shapes, one graph for batch >= 2).
+    Not torch._inductor.utils.run_and_get_code: it resets dynamo, so every size would recompile."""
+    from unittest import mock
 
-    _, codes = run_and_get_code(fn)
+    from torch._inductor.graph import GraphLowering
+
+    codes: list[str] = []
+    with mock.patch.object(GraphLowering, "save_output_code", codes.append):
+        fn()
     if not codes:
         return last
     return sum(sum(K.compiled_kernels(code).values()) for code in codes)
