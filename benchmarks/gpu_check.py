@@ -17,6 +17,10 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
      fp16, at 439 tokens (the guide's 8 s clip + a 64-token prompt) and 2048; and in fp16 at 439
      within the allocator budgets of a 10 GB RTX 3080 and a 40 GB A100 (card less ~0.8 GiB of CUDA
      context), the guide's "batch 4 OOMs on a 3080, an A100 runs batch 24"
+  8. the engine's audio call (Decoder+Vocos over `rows` streamed chunks) eager, --compile and
+     --cuda-graphs (GraphedAudio), at 1, 16, 64 and 256 rows: ms per call, first call (compile or
+     capture) apart, largest difference from eager. CPU dry run: no compile (minutes of Inductor),
+     the graphs' padding run eagerly in place of a capture.
   7. streams held: closed loops of 16, 64, 128 and 256 streaming clients (5 s clips, bf16, CUDA
      graphs) for 20 s each: TTFA p50/p99 and audio s/s; the most streams at TTFA p99 <= 300 ms
 """
@@ -37,6 +41,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 aten = torch.ops.aten
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+from ttsperf.engine.audio import BatchedAudio, GraphedAudio  # noqa: E402
 from ttsperf.engine.engine import Engine, EngineConfig  # noqa: E402
 from ttsperf.engine.switches import Switches  # noqa: E402
 from ttsperf.engine.types import SynthRequest  # noqa: E402
@@ -45,6 +50,7 @@ from ttsperf.model.forward import SlotForward  # noqa: E402
 from ttsperf.model.kv import KVSlots  # noqa: E402
 from ttsperf.model.pipeline import DTYPES, Pipeline  # noqa: E402
 from ttsperf.model.sampling import SamplingParams  # noqa: E402
+from ttsperf.profile.host import audio_steps, audio_windows  # noqa: E402
 from ttsperf.profile.maxbatch import search_max_batch  # noqa: E402
 from ttsperf.profile.measure import median_time  # noqa: E402
 
@@ -312,6 +318,34 @@ def max_batch(cfg, device, quick: bool) -> list[dict]:
     return rows
 
 
+@torch.inference_mode()
+def audio_modes(cfg, device, dtype: str, rows_list: list[int], quick: bool) -> list[dict]:
+    """8. the audio call per mode: ms per call (median), first call's seconds, max |diff| vs eager."""
+    pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
+    cuda = device.type == "cuda"
+    modes = {"eager": BatchedAudio(pipe.model, 4)}
+    if not quick:
+        modes["compile"] = BatchedAudio(pipe.model, 4, compile=True)
+    steps = audio_steps(modes["eager"]) + 1
+    graphed = BatchedAudio(pipe.model, 4)
+    graphed.call = GraphedAudio(graphed.synthesize, max(rows_list), steps, capture=cuda)
+    modes["cuda_graphs" if cuda else "graphs padding (eager)"] = graphed
+    out = []
+    for rows in rows_list:
+        windows = audio_windows(modes["eager"], rows)
+        hidden = torch.randn(rows, steps, cfg.gpt.hidden_size, device=device)
+        reference = None
+        for name, audio in modes.items():
+            t0 = time.perf_counter()
+            samples = audio.decode(hidden, windows)  # compiles or captures
+            first = time.perf_counter() - t0
+            reference = reference or samples
+            diff = max(float(abs(a - b).max()) for a, b in zip(reference, samples, strict=True))
+            ms = 1e3 * timed(lambda a=audio: a.decode(hidden, windows), device, 3 if quick else 20)  # noqa: B023
+            out.append({"rows": rows, "mode": name, "ms": ms, "first_call_s": first, "max_diff": diff})
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -359,6 +393,13 @@ def main() -> int:
     for r in result["streams_at_ttfa"]:
         print(f"{r['dtype']:<6}{r['streams']:>8}{r['requests']:>9}{r['ttfa_p50_ms']:>12.0f}{r['ttfa_p99_ms']:>12.0f}"
               f"{r['audio_per_s']:>10.1f}")  # fmt: skip
+    dt = "fp32" if device.type != "cuda" else "bf16"
+    result["audio_modes"] = audio_modes(cfg, device, dt, [1, 4] if quick else [1, 16, 64, 256], quick)
+    print(f"\n{'rows':>5}  {'audio call mode':<24}{'ms':>9}{'first s':>9}{'max diff':>10}")
+    for r in result["audio_modes"]:
+        print(
+            f"{r['rows']:>5}  {r['mode']:<24}{r['ms']:>9.2f}{r['first_call_s']:>9.1f}{r['max_diff']:>10.2e}"
+        )
     result["max_batch"] = max_batch(cfg, device, quick)
     print(f"\n{'dtype':<6}{'within':<24}{'ctx':>6}{'max batch':>10}{'limit':>8}{'peak GiB':>9}{'s':>6}")
     for r in result["max_batch"]:

@@ -23,6 +23,8 @@ def profile(
     Example: ttsperf profile --synthetic --quick -o profile.json
 
     Example: ttsperf profile --synthetic --device cuda --max-batch-search -o profile.json
+
+    Example: ttsperf profile --host -o host.json   (this CPU's host work per part; no GPU needed)
     """
     from rich.console import Console
     from rich.table import Table
@@ -32,6 +34,9 @@ def profile(
 
     s = settings.check()
     console = Console(stderr=True)
+    if s.host:
+        _host(s, sources, out, as_json, console)
+        return
     if s.optimizations:
         name = s.config or "chattts"
         _optimizations(name, s.device, max(s.batches), max(s.contexts), s.repeats, out, as_json, console)
@@ -53,12 +58,7 @@ def profile(
             )  # fmt: skip
     if s.quick:  # --quick set the grid: its source is the grid's
         sources = sources | {name: sources["quick"] for name in QUICK}
-    prof.settings, prof.settings_sources = s.model_dump(mode="json"), sources
-    data = prof.dump()
-    if out is not None:
-        write_json(out, data)
-    if as_json:
-        print_json(data)
+    if _write(prof, s, sources, out, as_json):
         return
     table = Table(title=f"decode step on {prof.device.name} ({config}, {s.dtype})")
     for col in ("batch", "context", "step ms", "spread ms", "x real time", "memory MB"):
@@ -104,6 +104,17 @@ def prefill_lines(points) -> list[str]:
     return lines
 
 
+def _write(prof, s: ProfileSettings, sources: dict[str, str], out: Path | None, as_json: bool) -> bool:
+    """Record the settings in the profile, write it to `out`, print it if --json (-> printed)."""
+    prof.settings, prof.settings_sources = s.model_dump(mode="json"), sources
+    data = prof.dump()
+    if out is not None:
+        write_json(out, data)
+    if as_json:
+        print_json(data)
+    return as_json
+
+
 def _print_max_batch(console, prof) -> None:
     from rich.table import Table
 
@@ -117,6 +128,24 @@ def _print_max_batch(console, prof) -> None:
     console.print(table)
     for m in prof.max_batch:
         console.print(f"context {m.context}: {m.method}")
+
+
+def _host(s: ProfileSettings, sources: dict[str, str], out, as_json: bool, console) -> None:
+    from rich.console import Console
+
+    from ttsperf.profile.host import measure_host, render_host
+
+    with console.status("host profile") as status:
+        prof = measure_host(
+            repeats=s.repeats, warmup=1 if s.quick else 3, compile=s.host_compile,
+            progress=lambda msg: status.update(f"host profile: {msg}"),
+        )  # fmt: skip
+    if _write(prof, s, sources, out, as_json):
+        return
+    out_console = Console()
+    out_console.print(render_host(prof.host))
+    if out is not None:
+        out_console.print(f"wrote {out}")
 
 
 def _optimizations(config, device, batch, context, repeats, out, as_json, console) -> None:

@@ -15,11 +15,14 @@ final chunk decodes to the end, exactly.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ttsperf.engine.step import buckets, capture, pick
 from ttsperf.model.weights import ChatTTSModel
 
 
@@ -32,16 +35,31 @@ def context_frames(model: ChatTTSModel) -> int:
 
 
 def _gather(
-    source: torch.Tensor, rows: list[int], first: list[int], count: list[int]
+    source: torch.Tensor, rows: torch.Tensor, first: torch.Tensor, count: torch.Tensor, longest: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """count[i] entries of source row rows[i] (source: (S, T, C)) from first[i], left-aligned and
-    zero-padded to the longest -> (N, longest, C) and the (N, longest) mask of real entries."""
-    device = source.device
-    offsets = torch.arange(max(count), device=device)
-    real = offsets < torch.tensor(count, device=device).unsqueeze(1)
-    index = (torch.tensor(first, device=device).unsqueeze(1) + offsets).clamp(max=source.shape[1] - 1)
-    picked = source[torch.tensor(rows, device=device).unsqueeze(1), index]
+    zero-padded to `longest` -> (N, longest, C) and the (N, longest) mask of real entries."""
+    offsets = torch.arange(longest, device=source.device)
+    real = offsets < count.unsqueeze(1)
+    index = (first.unsqueeze(1) + offsets).clamp(max=source.shape[1] - 1)
+    picked = source[rows.unsqueeze(1), index]
     return picked * real.unsqueeze(-1), real
+
+
+SynthFn = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]  # BatchedAudio.synthesize
+
+
+@dataclass(frozen=True)
+class CallPlan:
+    """One call's rows, as the host works them out (lists, one entry per row)."""
+
+    slots: list[int]
+    first: list[int]  # first hidden step decoded (left context included)
+    count: list[int]  # hidden steps decoded
+    lo: list[int]  # first ISTFT frame
+    frames: list[int]  # ISTFT frames
+    starts: list[int]  # where the new samples start in the row's untrimmed output
+    lengths: list[int]  # new samples
 
 
 @dataclass(frozen=True)
@@ -56,12 +74,37 @@ class Window:
 
 
 class BatchedAudio:
-    def __init__(self, model: ChatTTSModel, lookahead_steps: int):
+    """The engine's audio call. `compile`: the device part (`synthesize`) is one
+    torch.compile(dynamic=True) graph, rows and frames symbolic; `cuda_graphs`: it is replayed from
+    CUDA graphs per (rows, frames) bucket (engine/graphs.py's GraphedAudio)."""
+
+    def __init__(self, model: ChatTTSModel, lookahead_steps: int, *, compile: bool = False):
         self.model = model
         self.hop = model.cfg.vocos.hop_length
         self.ctx_frames = context_frames(model)
         self.lookahead_frames = 2 * lookahead_steps
         self.dtype = next(model.decoder.parameters()).dtype
+        self.call: SynthFn = self.synthesize
+        self.compiled = compile
+        if compile:
+            self.call = torch.compile(self.synthesize, dynamic=True)
+
+    def compile_now(self, hidden: torch.Tensor, report: dict) -> None:
+        """Compile at start, not on the first chunk: one and two rows (rows >= 2 share a graph), over
+        the engine's own `hidden`. If compiling fails, the call runs eagerly and the report says why."""
+        if self.compiled and not report.get("applied", True):  # the step's compile failed: none
+            self.call, self.compiled = self.synthesize, False
+        if not self.compiled:
+            return
+        try:
+            t0 = time.perf_counter()
+            for rows, steps in ((1, 3), (2, 5)):
+                self._decode([Window(r, 0, steps, 0, self.hop) for r in range(rows)], hidden)
+            report["note"] += f"; audio call compiled in {time.perf_counter() - t0:.1f} s"
+        except Exception as exc:  # noqa: BLE001 - any failure of the compiler stack
+            self.call, self.compiled = self.synthesize, False
+            why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
+            report["note"] += f"; audio call failed to compile, runs eagerly: {why}"
 
     def window(self, slot: int, steps: int, emitted: int, final: bool) -> Window | None:
         """What a row with `steps` hidden states and `emitted` samples out emits now (None: nothing)."""
@@ -83,36 +126,94 @@ class BatchedAudio:
                 out[i] = samples
         return out
 
-    def _decode(self, windows: list[Window], hidden: torch.Tensor) -> list[np.ndarray]:
-        hop = self.hop
-        n = self.model.cfg.vocos.n_fft
-        slots = [w.slot for w in windows]
-        states, real = _gather(
-            hidden, slots, [w.first for w in windows], [w.steps - w.first for w in windows]
-        )
-        frames = real.repeat_interleave(2, dim=1).unsqueeze(1).to(self.dtype)
-        mel = self.model.decoder(states.transpose(1, 2).to(self.dtype), frames)
-        features = self.model.vocos.backbone(mel, frames)  # (N, 2T, dim)
+    def plan(self, windows: list[Window]) -> CallPlan:
+        """The host's part of a call: which steps each row decodes and which frames reach its samples."""
+        hop, n = self.hop, self.model.cfg.vocos.n_fft
+        base = [2 * w.first * hop for w in windows]  # window sample 0 is the row's global sample base
         # The ISTFT runs only on the frames that reach the new samples [start, end): frame f
         # covers window samples [f hop - n/2, f hop + n/2). Left context frames served the convs.
-        base = [2 * w.first * hop for w in windows]  # window sample 0 is the row's global sample base
         lo = [max(0, (w.start - b - n // 2) // hop + 1) for w, b in zip(windows, base, strict=True)]
         hi = [
             min(2 * (w.steps - w.first), (w.end - 1 - b + n // 2) // hop + 1)
             for w, b in zip(windows, base, strict=True)
         ]
-        counts = [h - low for h, low in zip(hi, lo, strict=True)]
-        sub, present = _gather(features, list(range(len(windows))), lo, counts)
-        head = self.model.vocos.head
-        wav = (
-            head.istft.overlap_add(head.spectrum(sub), present).detach().cpu().numpy()
-        )  # the one copy off the device
         # untrimmed sample u of row r is window sample u - n/2 + lo[r] hop
-        out = []
-        for r, w in enumerate(windows):
-            u0 = w.start - base[r] + n // 2 - lo[r] * hop
-            out.append(wav[r, u0 : u0 + w.end - w.start])
-        return out
+        starts = [w.start - b + n // 2 - low * hop for w, b, low in zip(windows, base, lo, strict=True)]
+        return CallPlan(
+            slots=[w.slot for w in windows], first=[w.first for w in windows],
+            count=[w.steps - w.first for w in windows], lo=lo,
+            frames=[h - low for h, low in zip(hi, lo, strict=True)], starts=starts,
+            lengths=[w.end - w.start for w in windows],
+        )  # fmt: skip
+
+    def synthesize(self, hidden: torch.Tensor, index: torch.Tensor, steps: int, frames: int) -> torch.Tensor:
+        """The device's part of a call, no host read: index (5, N) = each row's slot, first step,
+        step count, first frame, frame count; `steps`, `frames` the longest of each
+        -> untrimmed samples (N, n_fft + hop (frames - 1))."""
+        slots, first, count, lo, nframes = index
+        states, real = _gather(hidden, slots, first, count, steps)
+        mask = real.repeat_interleave(2, dim=1).unsqueeze(1).to(self.dtype)
+        mel = self.model.decoder(states.transpose(1, 2).to(self.dtype), mask)
+        features = self.model.vocos.backbone(mel, mask)  # (N, 2T, dim)
+        rows = torch.arange(index.shape[1], device=index.device)
+        sub, present = _gather(features, rows, lo, nframes, frames)
+        head = self.model.vocos.head
+        return head.istft.overlap_add(head.spectrum(sub), present)
+
+    def inputs(self, windows: list[Window], hidden: torch.Tensor) -> tuple[CallPlan, tuple]:
+        """The call's plan and `synthesize`'s arguments (the index copied to the device)."""
+        p = self.plan(windows)
+        index = torch.tensor([p.slots, p.first, p.count, p.lo, p.frames]).to(hidden.device, non_blocking=True)
+        return p, (hidden, index, max(p.count), max(p.frames))
+
+    def _decode(self, windows: list[Window], hidden: torch.Tensor) -> list[np.ndarray]:
+        p, args = self.inputs(windows, hidden)
+        wav = self.call(*args).detach().cpu().numpy()  # the one copy off the device
+        return [wav[r, u0 : u0 + n] for r, (u0, n) in enumerate(zip(p.starts, p.lengths, strict=True))]
+
+
+class GraphedAudio:
+    """The audio call's device part (BatchedAudio.synthesize) replayed from CUDA graphs, one per
+    (rows, steps, frames) bucket over the engine's persistent `hidden`, captured on first use with
+    the decode step's mechanism (engine/step.py `capture`). Padding rows decode nothing (0 steps,
+    0 frames: masked to silence); padding steps and frames are masked as a shorter row's are in a
+    shared call, so each real row's samples are unchanged. Larger calls, or another `hidden`, run
+    eagerly. `capture=False` runs the padded call eagerly instead (the padding checked on a CPU)."""
+
+    def __init__(self, synthesize: SynthFn, max_rows: int, max_steps: int, *, capture: bool = True):
+        self.synthesize, self.capture = synthesize, capture
+        self.row_sizes, self.step_sizes = buckets(max_rows, 1), buckets(max_steps, 32)
+        self.frame_sizes = buckets(2 * max_steps, 64)
+        self.graphs: dict[tuple, tuple[torch.Tensor, Callable[[], torch.Tensor]]] = {}
+        self.eager_calls = 0
+        self._pool = None
+
+    def __call__(self, hidden: torch.Tensor, index: torch.Tensor, steps: int, frames: int) -> torch.Tensor:
+        n = index.shape[1]
+        sizes = pick(n, self.row_sizes), pick(steps, self.step_sizes), pick(frames, self.frame_sizes)
+        if None in sizes:
+            self.eager_calls += 1
+            return self.synthesize(hidden, index, steps, frames)
+        key = (hidden.data_ptr(), *sizes)
+        if key not in self.graphs:
+            self.graphs[key] = self._record(hidden, *sizes)
+        static, replay = self.graphs[key]
+        static.zero_()
+        static[:, :n] = index
+        return replay()[:n]
+
+    def _record(self, hidden: torch.Tensor, rows: int, steps: int, frames: int):
+        """-> the bucket's static index and its replay (which returns the static output)."""
+        static = torch.zeros(5, rows, dtype=torch.long, device=hidden.device)
+
+        def run() -> torch.Tensor:
+            return self.synthesize(hidden, static, steps, frames)
+
+        if not self.capture:
+            return static, run
+        graph, out = capture(run, self._pool)
+        self._pool = graph.pool()
+        return static, lambda: (graph.replay(), out)[1]
 
 
 class AudioDecoder:

@@ -81,6 +81,7 @@ class Engine:
         if self.decode_step.compiled:
             with self._contexts():  # the worker's grad and autocast state: compiled code guards on it
                 self.decode_step.compile_now(self.switch_report["compile"])
+                self.runner.audio.compile_now(self.runner.state.hidden, self.switch_report["compile"])
         self.worker.thread.start()
         return self
 

@@ -18,7 +18,7 @@ import numpy as np
 import psutil
 import torch
 
-from ttsperf.engine.audio import BatchedAudio, Window
+from ttsperf.engine.audio import BatchedAudio, GraphedAudio, Window
 from ttsperf.engine.batch import BatchState
 from ttsperf.engine.step import DecodeStep, GraphedStep
 from ttsperf.model.forward import SlotForward
@@ -91,10 +91,11 @@ class Runner:
         self.forward = SlotForward(pipe.model.gpt)
         self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
         self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device)
-        self.audio = BatchedAudio(pipe.model, lookahead_steps)
+        self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile)
         self.graphed: GraphedStep | None = None
         if switch_report["cuda_graphs"]["applied"]:
             self.graphed = GraphedStep(self.run_step, self.state, capacity)
+            self.audio.call = GraphedAudio(self.audio.synthesize, max_batch, max_new_tokens + 1)
 
     # ------------------------------------------------------------------ rows in
 

@@ -121,6 +121,25 @@ def pick(value: int, sizes: list[int]) -> int | None:
     return next((s for s in sizes if s >= value), None)
 
 
+def capture(
+    run: Callable[[], object], pool, before: Callable[[], object] = lambda: None
+) -> tuple[torch.cuda.CUDAGraph, object]:
+    """Warm `run` up twice on a side stream (cuBLAS workspaces, compile), then record it in a CUDA
+    graph sharing memory `pool`; `before` runs ahead of each (puts state back). -> (graph, output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            before()
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    before()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = run()
+    return graph, out
+
+
 class GraphedStep:
     """CUDA graphs of the whole step — decode, sampling, state update — one per (batch bucket,
     context bucket, candidates), captured on first use. `run(b, length, top)` is the eager step
@@ -141,16 +160,22 @@ class GraphedStep:
         self.eager_steps = 0
         self._pool = None
 
-    def __call__(self, b: int, length: int, top: int) -> None:
+    def key(self, b: int, length: int, top: int) -> tuple[int, int, int] | None:
+        """The graph a step replays: (batch bucket, context bucket, candidates); None: too large."""
         bb, lb = pick(b, self.batch_sizes), pick(length, self.context_sizes)
-        if bb is None or lb is None:
+        return None if bb is None or lb is None else (bb, lb, top)
+
+    def __call__(self, b: int, length: int, top: int) -> None:
+        key = self.key(b, length, top)
+        if key is None:
             self.eager_steps += 1
             return self.run(b, length, top)
+        bb = key[0]
         self.state.positions[b:bb] = 0
         self.state.done[b:bb] = True
-        replay = self.graphs.get((bb, lb, top))
+        replay = self.graphs.get(key)
         if replay is None:
-            replay = self.graphs[bb, lb, top] = self._capture(bb, lb, top)
+            replay = self.graphs[key] = self._capture(*key)
         replay()
 
     def _capture(self, bb: int, lb: int, top: int) -> Callable[[], None]:
@@ -158,17 +183,7 @@ class GraphedStep:
         state back as it was: warm-up and recording each ran the step once. (Their K/V and kept
         hidden-state writes repeat at the same places with the same inputs: no restoring.)"""
         saved = [t[:bb].clone() for t in self._restorable()]
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(2):
-                self._restore(saved, bb)
-                self.run(bb, lb, top)
-        torch.cuda.current_stream().wait_stream(side)
-        self._restore(saved, bb)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self._pool):
-            self.run(bb, lb, top)
+        graph, _ = capture(lambda: self.run(bb, lb, top), self._pool, lambda: self._restore(saved, bb))
         self._pool = graph.pool()
         self._restore(saved, bb)
         return graph.replay

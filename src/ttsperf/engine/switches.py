@@ -35,11 +35,20 @@ def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.dev
     if not switches.cuda_graphs:
         note("cuda_graphs", False, "off")
     elif cuda:
-        note("cuda_graphs", True, "decode step captured per (batch, context) bucket on first use")
+        note(
+            "cuda_graphs", True,
+            "decode step captured per (batch, context) bucket, audio call per (rows, steps, "
+            "frames) bucket, on first use",
+        )  # fmt: skip
     else:
         note("cuda_graphs", False, f"not applicable on {device.type}: CUDA graphs need a CUDA device")
     if switches.compile:
-        note("compile", True, "torch.compile (inductor) of the decode step, dynamic batch and context")
+        note(
+            "compile",
+            True,
+            "torch.compile (inductor) of the decode step (dynamic batch and context) and of the "
+            "audio call (dynamic rows and frames)",
+        )
     else:
         note("compile", False, "off")
     if switches.int8:

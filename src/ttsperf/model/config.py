@@ -1,4 +1,5 @@
-"""Shapes of the ChatTTS architecture: `chattts` (the real sizes) and `tiny` (same code path, for tests).
+"""Shapes of the ChatTTS architecture: `chattts` (the real sizes), `tiny` (same code path, for tests)
+and `skeleton` (chattts's op graph at negligible widths, to measure host work).
 
 Every number of `chattts` is the official package's configuration (docs/reference/chattts.md gives each
 shape and the parameter counts they produce). `tiny` keeps the audio rates (24 kHz, hop 256, 100
@@ -123,7 +124,21 @@ TINY = ModelConfig(
     vocos=VocosConfig(dim=64, intermediate_dim=128, num_layers=2),
 )
 
-CONFIGS: dict[str, ModelConfig] = {c.name: c for c in (CHATTTS, TINY)}
+# Every count of `chattts` — layers, heads, vocabularies, codebooks, FSQ levels, audio rates — with
+# each width cut until compute vanishes: a step runs the same aten ops (tests/model/test_skeleton.py)
+# and its time is the host's (Python, dispatcher, launches), which `profile --host` measures. Widths
+# keep chattts's ties: decoder idim = GPT hidden / 2, DVAE decoder idim = VQ dim / 2, head_dim even.
+SKELETON = ModelConfig(
+    name="skeleton",
+    gpt=GPTConfig(hidden_size=48, intermediate_size=96),
+    decoder=ConvStackConfig(idim=24, odim=24, hidden=16, n_layer=12, bn_dim=8),
+    dvae_decoder=ConvStackConfig(idim=16, odim=16, hidden=16, n_layer=12, bn_dim=8),
+    dvae_encoder=ConvStackConfig(idim=16, odim=32, hidden=16, n_layer=12, bn_dim=8),
+    vq=VQConfig(dim=32),
+    vocos=VocosConfig(dim=16, intermediate_dim=48),
+)
+
+CONFIGS: dict[str, ModelConfig] = {c.name: c for c in (CHATTTS, TINY, SKELETON)}
 
 
 def get_config(name: str) -> ModelConfig:
@@ -133,4 +148,13 @@ def get_config(name: str) -> ModelConfig:
         raise UserError(f"--config {name!r}: expected one of {', '.join(CONFIGS)}") from None
 
 
-__all__ = ["CHATTTS", "CONFIGS", "TINY", "ConvStackConfig", "GPTConfig", "ModelConfig", "get_config"]
+__all__ = [
+    "CHATTTS",
+    "CONFIGS",
+    "SKELETON",
+    "TINY",
+    "ConvStackConfig",
+    "GPTConfig",
+    "ModelConfig",
+    "get_config",
+]

@@ -150,16 +150,133 @@ class ModelProfile(_Strict):
         return self.model_dump(mode="json", by_alias=True)
 
 
-def load_profile(path: str | Path) -> ModelProfile:
-    """Read and validate a profile; anything wrong is one UserError line naming file and field."""
+HOST_SCHEMA = "ttsperf.host-profile"
+HOST_VERSION = 1
+HOST_MODES = ("eager", "compile", "cuda_graphs")
+
+
+class Counted(_Strict):
+    """A number of device kernels, counted (not timed) on `counted_on`'s op graph."""
+
+    kind: Literal["counted"] = "counted"
+    value: int = Field(ge=0)
+    counted_on: str = Field(description='the model config counted, e.g. "chattts"')
+    how: str
+
+
+class ModeCost(_Strict):
+    """One part of the engine's work at one size in one mode: the host's seconds and the kernels."""
+
+    host_seconds: Measured | None = Field(
+        None, description="host work per call on the skeleton (None: the mode cannot run on this host)"
+    )
+    kernels: Counted = Field(description="kernels the host launches one by one per call")
+    graph_nodes: Counted | None = Field(
+        None, description="cuda_graphs: kernels replayed inside a captured graph (one launch for all)"
+    )
+    note: str = ""
+
+
+class HostPoint(_Strict):
+    size: int = Field(ge=1, description="the part's `size_name`: batch (decode) or rows (prefill, audio)")
+    context: int | None = Field(None, description="decode: KV tokens per row during the timed steps")
+    modes: dict[Literal["eager", "compile", "cuda_graphs"], ModeCost]
+
+
+class HostPart(_Strict):
+    what: str = Field(description="the engine's code path measured")
+    size_name: Literal["batch", "rows"]
+    points: list[HostPoint]
+
+
+class CPUInfo(_Strict):
+    model: str = Field(description="/proc/cpuinfo's model name (or platform.processor())")
+    flags: list[str] = Field(default_factory=list, description="/proc/cpuinfo's flags")
+    cores: int | None = Field(None, ge=1)
+    threads: int = Field(ge=1, description="torch threads the host work ran on")
+    torch: str = Field(description="torch version")
+
+
+class HostSection(_Strict):
+    """What a step costs the host, per part of the engine's work, size and mode (`profile --host`):
+    host seconds on the `skeleton` config (chattts's op graph, negligible widths) and the kernels the
+    same part of `chattts` launches, counted on the CPU."""
+
+    cpu: CPUInfo
+    timed_config: str = Field(description='"skeleton": the config whose host seconds were timed')
+    counted_config: str = Field(description='"chattts": the config whose kernels were counted')
+    dtype: Literal["fp32", "fp16", "bf16"]
+    modes: list[Literal["eager", "compile", "cuda_graphs"]]
+    parts: dict[Literal["decode", "prefill", "audio"], HostPart]
+    how: str = Field(description="how host seconds and kernel counts were obtained, per mode")
+    seconds_total: float = Field(ge=0, description="wall seconds the measurement took")
+
+
+class HostProfile(_Strict):
+    """A host profile file: `ttsperf profile --host -o host.json`; plan's --host-profile reads it."""
+
+    schema_: Literal["ttsperf.host-profile"] = Field(HOST_SCHEMA, alias="schema")
+    version: Literal[1] = HOST_VERSION
+    created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
+    ttsperf_version: str = ""
+    host: HostSection
+    settings: dict[str, Any] = Field(default_factory=dict, description="every profile setting, resolved")
+    settings_sources: dict[str, str] = Field(default_factory=dict, description="default | file | env | flag")
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def dump(self) -> dict:
+        return self.model_dump(mode="json", by_alias=True)
+
+
+def load_host_profile(path: str | Path) -> HostProfile:
+    """Read and validate a host profile; anything wrong is one UserError line naming file and field."""
     p = Path(path)
+    raw = _read_json(p)
+    if not isinstance(raw, dict) or raw.get("schema") != HOST_SCHEMA:
+        found = raw.get("schema") if isinstance(raw, dict) else type(raw).__name__
+        raise UserError(
+            f"{p}: field 'schema': expected {HOST_SCHEMA!r} (ttsperf profile --host), found {found!r}"
+        )
+    if raw.get("version") != HOST_VERSION:
+        raise UserError(f"{p}: field 'version': expected {HOST_VERSION}, found {raw.get('version')!r}")
+    return _validate(HostProfile, raw, p)
+
+
+def default_host_profile() -> HostProfile:
+    """The host profile shipped with ttsperf: measured on the development machine, its CPU named
+    inside (src/ttsperf/data/host-<cpu>.json)."""
+    from importlib.resources import as_file, files
+
+    shipped = sorted(f for f in files("ttsperf.data").iterdir() if f.name.startswith("host-"))
+    if not shipped:
+        raise UserError("no host profile is shipped with this ttsperf (src/ttsperf/data/host-*.json)")
+    with as_file(shipped[0]) as p:
+        return load_host_profile(p)
+
+
+def _read_json(p: Path) -> object:
     try:
-        raw = json.loads(p.read_text(encoding="utf-8"))
+        return json.loads(p.read_text(encoding="utf-8"))
     except OSError as exc:
         raise UserError(f"{p}: cannot read: {exc.strerror or exc}") from None
     except json.JSONDecodeError as exc:
         raise UserError(f"{p}: expected JSON, found a syntax error at line {exc.lineno}: {exc.msg}") from None
-    return profile_from_raw(raw, p)
+
+
+def _validate(model: type[BaseModel], raw: dict, p: Path):
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        where = ".".join(str(x) for x in err["loc"])
+        raise UserError(f"{p}: field {where!r}: {err['msg']}, found {err.get('input')!r}") from None
+
+
+def load_profile(path: str | Path) -> ModelProfile:
+    """Read and validate a profile; anything wrong is one UserError line naming file and field."""
+    p = Path(path)
+    return profile_from_raw(_read_json(p), p)
 
 
 def profile_from_raw(raw: object, p: Path) -> ModelProfile:
@@ -176,9 +293,4 @@ def profile_from_raw(raw: object, p: Path) -> ModelProfile:
     model = raw.get("model") if isinstance(raw.get("model"), dict) else {}
     if model.get("name") != PROFILE_MODEL:
         raise UserError(f"{p}: field 'model.name': expected {PROFILE_MODEL!r}, found {model.get('name')!r}")
-    try:
-        return ModelProfile.model_validate(raw)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        where = ".".join(str(x) for x in err["loc"])
-        raise UserError(f"{p}: field {where!r}: {err['msg']}, found {err.get('input')!r}") from None
+    return _validate(ModelProfile, raw, p)

@@ -25,6 +25,12 @@ class ProfileSettings(ModelSettings):
     optimizations: bool = Field(
         False, description="Measure the guide's optimisations against fp32 instead (one process each)."
     )
+    host: bool = Field(
+        False,
+        description="Measure the host instead (no GPU needed): each part's host seconds on the skeleton "
+        "config and chattts's kernel count, per batch/rows and mode (eager; compile).",
+    )
+    host_compile: bool = Field(True, description="With --host: also compile (about a minute of Inductor).")
     max_batch_search: bool = Field(
         False,
         description="Also find the largest batch that fits at each context (CUDA: OOM-safe bisection; "
@@ -59,6 +65,8 @@ class ProfileSettings(ModelSettings):
             raise UserError("--memory-budget: applies to --max-batch-search only; add --max-batch-search")
         if s.max_batch_cap is not None and not s.max_batch_search:
             raise UserError("--max-batch-cap: applies to --max-batch-search only; add --max-batch-search")
+        if s.host and (s.optimizations or s.max_batch_search):
+            raise UserError("--host: not with --optimizations or --max-batch-search (run them one at a time)")
         if s.optimizations and s.max_batch_search:
             raise UserError("--max-batch-search: not with --optimizations (run them one at a time)")
         return s

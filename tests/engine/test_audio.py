@@ -1,0 +1,52 @@
+"""The audio call in every mode gives each row the samples of the eager call: CUDA graphs' padding
+(checked on a CPU with the padded call run eagerly) and torch.compile with dynamic rows and frames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ttsperf.engine.audio import BatchedAudio, GraphedAudio
+from ttsperf.model.config import TINY
+from ttsperf.model.pipeline import Pipeline
+
+
+def _windows(audio: BatchedAudio, lengths: list[int]):
+    return [audio.window(slot, steps, 0, final=True) for slot, steps in enumerate(lengths)]
+
+
+@pytest.fixture(scope="module")
+def setup():
+    pipe = Pipeline.synthetic_model(TINY, seed=0)
+    hidden = torch.randn(8, 70, TINY.gpt.hidden_size, generator=torch.Generator().manual_seed(1))
+    return pipe, hidden
+
+
+@torch.inference_mode()
+def test_graph_buckets_pad_rows_steps_and_frames_without_changing_a_row(setup):
+    pipe, hidden = setup
+    eager, graphed = BatchedAudio(pipe.model, 4), BatchedAudio(pipe.model, 4)
+    graphed.call = GraphedAudio(graphed.synthesize, 8, 70, capture=False)
+    for lengths in ([5], [9, 30, 17], [40, 41, 60, 33, 50]):
+        windows = _windows(eager, lengths)
+        for a, b in zip(eager.decode(hidden, windows), graphed.decode(hidden, windows), strict=True):
+            assert a.shape == b.shape and len(a) > 0
+            np.testing.assert_allclose(a, b, atol=1e-5)
+    assert len(graphed.call.graphs) >= 2 and graphed.call.eager_calls == 0
+
+
+@pytest.mark.slow
+@torch.inference_mode()
+def test_compiled_call_matches_eager_and_compiles_once_for_rows_and_frames(setup):
+    pipe, hidden = setup
+    eager, compiled = BatchedAudio(pipe.model, 4), BatchedAudio(pipe.model, 4, compile=True)
+    report = {"note": "compile"}
+    compiled.compile_now(hidden, report)
+    assert compiled.compiled and "audio call compiled" in report["note"]
+    torch._dynamo.utils.counters.clear()
+    for lengths in ([5], [9, 30, 17], [40, 41, 60, 33, 50], [12, 12]):
+        windows = _windows(eager, lengths)
+        for a, b in zip(eager.decode(hidden, windows), compiled.decode(hidden, windows), strict=True):
+            np.testing.assert_allclose(a, b, atol=1e-4)
+    assert not torch._dynamo.utils.counters["stats"]["unique_graphs"]  # no recompile after start
