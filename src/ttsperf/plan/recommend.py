@@ -19,6 +19,7 @@ from ttsperf.plan.cards import Card
 from ttsperf.plan.catalog import Catalog
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, Ownership, machines_needed
 from ttsperf.plan.memory import Workload
+from ttsperf.plan.money import money
 from ttsperf.plan.scenarios import SLO_METRICS, Scenario, meets, misses
 from ttsperf.plan.schema import Basis, PlanRow, Recommended, RowSettings, ScenarioPlan, Slo
 from ttsperf.plan.simulate import ENGINES, Engine, Load, SimResult, simulate
@@ -165,12 +166,12 @@ def _hourly(card: Card, s: Settings, at_capacity: SimResult | None) -> tuple[flo
     """USD per GPU-hour: owned (amortised + electricity at capacity) or the cheapest rental price."""
     if s.own is not None and card.name in s.own.purchases:
         watts = card.tdp_w * at_capacity.busy_fraction if card.tdp_w and at_capacity else None
-        usd, how = s.own.usd_per_gpu_hour(card.name, watts)
+        usd, how = s.own.per_gpu_hour(card.name, watts)
         return usd, Basis(kind="projected", how=f"owned: {how}")
     price = s.catalog.prices.get(card.name)
     if price is None:
         return None, None
-    return price.usd_per_gpu_hour, Basis(kind="sourced", how=price.label())
+    return price.per_gpu_hour, Basis(kind="sourced", how=price.label())
 
 
 # First-chunk sizes the search may move to, from the official 24 steps (reference/chattts.md):
@@ -446,6 +447,7 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
             note=note,
             basis=basis,
             device=card.device,  # type: ignore[arg-type]
+            currency=s.catalog.currency,
             **row,
         )
     kind = "streams" if target.kind == "streams" else "rate"
@@ -538,6 +540,7 @@ def plan_row(card: Card, scenario: Scenario, target: Load, s: Settings) -> PlanR
         note="; ".join(notes),
         basis=basis,
         device=card.device,  # type: ignore[arg-type]
+        currency=s.catalog.currency,
         **row,
     )
 
@@ -617,9 +620,10 @@ def recommend(
     tail = f" (also meeting it but without a price: {', '.join(unpriced)})" if unpriced else ""
     if priced:
         best = min(priced, key=lambda r: (getattr(r, key), r.gpus_needed, r.p99_s or math.inf))
+        cur = best.currency
         what = (
-            f"{best.gpus_needed} x {best.gpu} at ${best.usd_per_hour:.2f}/h "
-            f"(${best.usd_per_audio_hour:.4f} per audio hour) is the cheapest that meets it{tail}"
+            f"{best.gpus_needed} x {best.gpu} at {money(best.usd_per_hour, cur)}/h "
+            f"({money(best.usd_per_audio_hour, cur)} per audio hour) is the cheapest that meets it{tail}"
         )
     else:
         best = min(ok, key=lambda r: (r.gpus_needed, r.p99_s or math.inf))
@@ -665,8 +669,12 @@ def recommend(
         gpus_needed_range=n_range,
         settings=best.settings,
         binding=best.binding,
+        max_streams=best.max_streams,
         max_streams_range=best.max_streams_range,
+        max_rate_rps=best.max_rate_rps,
         max_rate_range=best.max_rate_range,
+        currency=best.currency,
+        usd_per_gpu_hour=best.usd_per_gpu_hour,
         usd_per_hour=best.usd_per_hour,
         usd_per_audio_hour=best.usd_per_audio_hour,
         measured=measured,
