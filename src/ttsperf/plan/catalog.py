@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from ttsperf.errors import UserError
-from ttsperf.plan.money import DEFAULT_CURRENCY, Rate, Rates, currency_code, load_rates
+from ttsperf.plan.money import CONVERTED, DEFAULT_CURRENCY, Rate, Rates, currency_code, load_rates
 
 SHIPPED_GPUS = "gpus.csv"
 SHIPPED_PRICES = "prices.csv"
@@ -86,7 +86,7 @@ class Price:
         hand = " (second-hand)" if self.second_hand else ""
         text = f"{where or 'user'}{when}: {self.currency} {self.per_gpu_hour:.4g}/GPU-h"
         if self.quoted is not None and self.fx is not None:
-            text += f" = {self.quoted[1]} {self.quoted[0]:.4g} at {self.fx.label()}"
+            text += f" {CONVERTED} {self.quoted[1]} {self.quoted[0]:.4g} at {self.fx.label()}"
         return f"{text}; {self.source}{hand}"
 
     def to(self, currency: str, rates: Rates, where: str) -> Price:
@@ -107,6 +107,7 @@ class Catalog:
     known: list[str] = field(default_factory=list)  # every card in the file, before --gpus
     currency: str = DEFAULT_CURRENCY  # every price above is in it
     rates: Rates | None = None  # the exchange rates the plan may use
+    rows: list[Price] = field(default_factory=list)  # every price considered, before the cheapest
 
 
 def resolve_name(name: str, known: list[str], where: str) -> str:
@@ -211,20 +212,21 @@ def load_gpus(path: Path | None = None) -> tuple[str, dict[str, Gpu]]:
     return label, gpus
 
 
-def load_prices(
+def price_rows(
     known: list[str],
     path: Path | None = None,
     currency: str = DEFAULT_CURRENCY,
     rates: Rates | None = None,
     shipped: str = SHIPPED_PRICES,
-) -> tuple[str, dict[str, Price]]:
-    """The cheapest per-GPU hourly price for each card the file names, in `currency`.
+) -> tuple[str, list[Price]]:
+    """Every row of a price file, each in `currency` (converted at a rate of `rates`, and saying so).
 
     A user's file must name catalog cards; a shipped file may price cards a user's own
     catalog (--catalog) does not have, and those rows are skipped.
     """
     label, rows = read_rows(path, shipped, PRICE_COLUMNS, OLD_PRICE_COLUMNS)
-    best: dict[str, Price] = {}
+    rates = rates or load_rates()
+    out: list[Price] = []
     for _, line, r in rows:
         if path is None and not any(str(r["gpu"]).lower() == k.lower() for k in known):
             continue
@@ -250,10 +252,30 @@ def load_prices(
             tier=str(r["tier"]),
             read_on=str(r["read_on"]),
             second_hand=hand == "yes",
-        ).to(currency, rates or load_rates(), where)
-        if gpu not in best or price.per_gpu_hour < best[gpu].per_gpu_hour:
-            best[gpu] = price
-    return label, best
+        )
+        out.append(price.to(currency, rates, where))
+    return label, out
+
+
+def load_prices(
+    known: list[str],
+    path: Path | None = None,
+    currency: str = DEFAULT_CURRENCY,
+    rates: Rates | None = None,
+    shipped: str = SHIPPED_PRICES,
+) -> tuple[str, dict[str, Price]]:
+    """The cheapest per-GPU hourly price for each card the file names, in `currency`."""
+    label, prices = price_rows(known, path, currency, rates, shipped)
+    return label, cheapest(prices)
+
+
+def cheapest(prices: list[Price]) -> dict[str, Price]:
+    """Each card's cheapest price (the first of equals)."""
+    best: dict[str, Price] = {}
+    for price in prices:
+        if price.gpu not in best or price.per_gpu_hour < best[price.gpu].per_gpu_hour:
+            best[price.gpu] = price
+    return best
 
 
 def parse_price_flag(text: str, known: list[str], currency: str = DEFAULT_CURRENCY) -> Price:
@@ -265,7 +287,9 @@ def parse_price_flag(text: str, known: list[str], currency: str = DEFAULT_CURREN
         )
     gpu = resolve_name(name.strip(), known, "--price")
     per_gpu = parse_positive(value.strip(), f"--price {text!r}: {currency} per GPU-hour")
-    return Price(gpu=gpu, per_gpu_hour=per_gpu, currency=currency, source="user --price flag", provider="user")
+    return Price(
+        gpu=gpu, per_gpu_hour=per_gpu, currency=currency, source="user --price flag", provider="user"
+    )
 
 
 PRICE_SET = "prices-{}.csv"  # a named price set: --prices aliyun plans with data/prices-aliyun.csv
@@ -322,20 +346,22 @@ def load_catalog(
     gpus_label, gpus = load_gpus(catalog)
     known = list(gpus)
     shipped, user_file = price_set(prices)
-    prices_label, best = load_prices(known, None, currency, rates, shipped)
+    prices_label, rows = price_rows(known, None, currency, rates, shipped)
     if user_file is not None:
-        user_label, user = load_prices(known, user_file, currency, rates)
-        best.update(user)
-        prices_label += f" with {user_label} over it ({len(user)} card(s) priced from it)"
+        user_label, user = price_rows(known, user_file, currency, rates)
+        mine = {p.gpu for p in user}
+        rows = [p for p in rows if p.gpu not in mine] + user
+        prices_label += f" with {user_label} over it ({len(mine)} card(s) priced from it)"
     for flag in price_flags or []:
         price = parse_price_flag(flag, known + [o for o in others or [] if o not in known], currency)
-        best[price.gpu] = price
+        rows = [p for p in rows if p.gpu != price.gpu] + [price]
         prices_label += f" + --price {flag!r}"
+    best = cheapest(rows)
     if only:
         chosen = [resolve_name(n, known, "--gpus") for n in only]
         gpus = {n: gpus[n] for n in dict.fromkeys(chosen)}
     return Catalog(gpus=gpus, gpus_file=gpus_label, prices=best, prices_file=prices_label, known=known,
-                   currency=currency, rates=rates)  # fmt: skip
+                   currency=currency, rates=rates, rows=rows)  # fmt: skip
 
 
 def split_names(text: str) -> list[str]:

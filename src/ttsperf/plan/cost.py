@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ttsperf.errors import UserError
 from ttsperf.plan.catalog import parse_positive, read_rows, resolve_name
-from ttsperf.plan.money import DEFAULT_CURRENCY, Rates, amount, load_rates, money
+from ttsperf.plan.money import CONVERTED, DEFAULT_CURRENCY, Rates, amount, load_rates, money
 
 SHIPPED_PURCHASES = "purchase.csv"
 PURCHASE_COLUMNS: dict[str, tuple[bool, str]] = {
@@ -99,7 +99,9 @@ def load_purchases(
             continue  # a shipped price for a card the user's own catalog lacks
         quoted, frm = float(r["price"]), str(r["currency"]).upper()  # type: ignore[arg-type]
         value, rate = (rates or load_rates()).convert(quoted, frm, currency, f"{label}: line {line}")
-        source = f"{r['source']}, {r['date']}" + (f"; {frm} {amount(quoted)} at {rate.label()}" if rate else "")
+        source = f"{r['source']}, {r['date']}" + (
+            f"; {CONVERTED} {frm} {amount(quoted)} at {rate.label()}" if rate else ""
+        )
         out[gpu] = Purchase(gpu, value, source)
     return out
 

@@ -25,6 +25,7 @@ FX_COLUMNS: dict[str, tuple[bool, str]] = {
     "source": (True, "text"),
 }
 DEFAULT_CURRENCY = "USD"
+CONVERTED = "converted from"  # in a cost's basis when its price was quoted in another currency
 SYMBOLS = {"USD": "$"}  # a bare currency sign only where it is unambiguous (¥ is also JPY)
 
 
@@ -83,8 +84,9 @@ def load_rates(path: Path | None = None, flags: list[str] | None = None) -> Rate
         label, rows = read_rows(path, SHIPPED_FX, FX_COLUMNS)
         for _, line, r in rows:
             where = f"{label}: line {line}"
-            base, quote = currency_code(str(r["base"]), f"{where}: field 'base'"), currency_code(
-                str(r["quote"]), f"{where}: field 'quote'"
+            base, quote = (
+                currency_code(str(r["base"]), f"{where}: field 'base'"),
+                currency_code(str(r["quote"]), f"{where}: field 'quote'"),
             )
             by_pair[(base, quote)] = Rate(base, quote, float(r["rate"]), str(r["read_on"]), str(r["source"]))  # type: ignore[arg-type]
     for flag in flags or []:
@@ -99,7 +101,9 @@ def parse_fx_flag(text: str) -> Rate:
     """`--fx USD:CNY=7.2` -> 1 USD = 7.2 CNY, the user's rate."""
     m = re.fullmatch(r"\s*([A-Za-z]{3})\s*[:/]\s*([A-Za-z]{3})\s*=\s*(\S+)\s*", text)
     if not m:
-        raise UserError(f"--fx: expected BASE:QUOTE=RATE (1 BASE = RATE QUOTE, e.g. USD:CNY=7.2), found {text!r}")
+        raise UserError(
+            f"--fx: expected BASE:QUOTE=RATE (1 BASE = RATE QUOTE, e.g. USD:CNY=7.2), found {text!r}"
+        )
     from ttsperf.plan.catalog import parse_positive
 
     rate = parse_positive(m.group(3), f"--fx {text!r}: rate")
@@ -112,6 +116,11 @@ def amount(x: float) -> str:
         return f"{x:g}"
     decimals = max(0, 2 - math.floor(math.log10(abs(x))))
     return f"{x:,.{decimals}f}"
+
+
+def unit(currency: str) -> str:
+    """A column header's currency: `$` for USD, else the code (`CNY/h`)."""
+    return SYMBOLS.get(currency, currency)
 
 
 def money(x: float | None, currency: str) -> str:

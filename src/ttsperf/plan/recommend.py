@@ -623,7 +623,8 @@ def recommend(
         cur = best.currency
         what = (
             f"{best.gpus_needed} x {best.gpu} at {money(best.usd_per_hour, cur)}/h "
-            f"({money(best.usd_per_audio_hour, cur)} per audio hour) is the cheapest that meets it{tail}"
+            f"({money(best.usd_per_audio_hour, cur)} per audio hour) is the cheapest that meets it{tail}; "
+            f"price: {best.basis['usd_per_gpu_hour'].how}"
         )
     else:
         best = min(ok, key=lambda r: (r.gpus_needed, r.p99_s or math.inf))
@@ -631,20 +632,22 @@ def recommend(
     assert best.gpus_needed is not None
     span = best.max_streams_range or best.max_rate_range
     n_range = gpus_range(target, best)
-    unit = "streams" if best.max_streams_range else "req/s"
+    streams = target.kind == "streams"
+    unit, fmt = ("streams", "d") if streams else ("req/s", ".3g")
     parts = []
     if best.settings is not None:
         parts.append(f"with {setting_words(best)} (`{best.settings.serve_flags}`)")
     if best.binding:
         parts.append(f"bound by {best.binding}")
-    if span is not None:
-        fmt = "d" if unit == "streams" else ".3g"
-        rng = (
-            f"{format(span[0], fmt)}-{format(span[1], fmt)} {unit} per GPU over the overhead's sourced range"
-        )
-        if n_range is not None and n_range[0] != n_range[1]:
-            rng += f", so {n_range[0]}-{n_range[1]} GPUs"
-        parts.append(rng)
+    centre = best.max_streams if streams else best.max_rate_rps
+    if centre is not None:  # the centre, then the range over the overhead's sourced ends
+        cap = f"{format(centre, fmt)} {unit} per GPU"
+        if span is not None:
+            cap += f" ({format(span[0], fmt)}-{format(span[1], fmt)} over the overhead's sourced range"
+            if n_range is not None and n_range[0] != n_range[1]:
+                cap += f", so {n_range[0]}-{n_range[1]} GPUs"
+            cap += ")"
+        parts.append(cap)
     measured = _measured(best)
     parts.append(
         "its step times measured by a profile of this card"

@@ -78,7 +78,9 @@ class PlanSettings(Layered):
         [], description='Bought, not rented: "RTX 4090" (launch price shipped) or "A100 40GB PCIe=9000".'
     )
     amortize: str = Field("3y", description="Spread an owned card's price over 3y, 36m, ...")
-    electricity: str | None = Field(None, description="Price per kWh for owned cards (--currency), e.g. 0.15.")
+    electricity: str | None = Field(
+        None, description="Price per kWh for owned cards (--currency), e.g. 0.15."
+    )
     memory_at: int | None = Field(None, description="Also show the memory breakdown at this batch.")
     requests: int = Field(
         1000,
