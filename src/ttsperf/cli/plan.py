@@ -339,7 +339,12 @@ def register(app: typer.Typer) -> None:
     def plan_cmd(
         settings: PlanSettings,
         sources: dict[str, str],
-        wide: bool = typer.Option(False, "--wide", help="The full table: latencies, max batch, energy."),
+        wide: bool = typer.Option(
+            False,
+            "--wide",
+            help="Add a second table per scenario (also 80 columns): the batch that applies, latencies, "
+            "machines, price per GPU-hour, energy.",
+        ),
         predict_load: bool = typer.Option(
             False,
             "--predict",

@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 from ttsperf.errors import UserError
@@ -75,12 +74,12 @@ class Rates:
 
 def load_rates(path: Path | None = None, flags: list[str] | None = None) -> Rates:
     """The shipped data/fx.csv (or `path`), with `--fx BASE:QUOTE=RATE` flags over it."""
-    from ttsperf.plan.catalog import read_rows  # the catalog's CSV checks, shared
+    from ttsperf.plan.catalog import data_files, read_rows  # the catalog's CSV checks (it imports this)
 
     by_pair: dict[tuple[str, str], Rate] = {}
-    shipped = path is None and not resources.files("ttsperf.data").joinpath(SHIPPED_FX).is_file()
-    label = "no shipped exchange rates" if shipped else ""
-    if not shipped:
+    none_shipped = path is None and not data_files().joinpath(SHIPPED_FX).is_file()
+    label = f"ttsperf/data ({SHIPPED_FX} not shipped)" if none_shipped else ""
+    if not none_shipped:
         label, rows = read_rows(path, SHIPPED_FX, FX_COLUMNS)
         for _, line, r in rows:
             where = f"{label}: line {line}"
