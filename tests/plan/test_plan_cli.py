@@ -83,7 +83,7 @@ def test_memory_at_shows_the_breakdown():
     r = run("--gpus", "RTX 3080", "--scenario", "offline", "--memory-at", "4", "--requests", "100")
     assert r.exit_code == 0, r.output
     assert "memory at batch 4" in r.output
-    line = next(x for x in r.output.splitlines() if x.startswith("│ RTX 3080") and "yes" in x)
+    line = next(x for x in r.output.splitlines() if x.startswith("RTX 3080 ") and "yes" in x)
     assert "0.521" in line  # fp16 weights: 559,315,480 B = 0.521 GiB
 
 

@@ -95,8 +95,9 @@ def test_a_named_set_replaces_the_default_and_a_file_merges(data, tmp_path):
     assert price_sets() == ["cnfixture", "default"] or price_sets() == ["default", "cnfixture"]
     named = load_catalog(prices="cnfixture", currency="CNY")
     assert set(named.prices) == {"T4", "A10", "RTX 4090"}  # the shipped USD rows are not in it
+    assert list(named.gpus) == ["T4", "A10", "RTX 4090"]  # without --gpus: the cards the set prices
     assert named.prices["A10"].per_gpu_hour == 12 and named.prices["A10"].currency == "CNY"
-    assert named.prices_file == "ttsperf/data/prices-cnfixture.csv"
+    assert named.prices_file.startswith("ttsperf/data/prices-cnfixture.csv (the cards it prices")
     merged = load_catalog(prices=str(FIXTURES / "prices-cnfixture.csv"), currency="USD")
     assert "H100 SXM" in merged.prices and merged.prices["T4"].quoted == (9.0, "CNY")
     with pytest.raises(UserError, match=r"--prices: 'nosuch' is neither a file nor a price set; .*cnfixture"):

@@ -337,10 +337,10 @@ def load_catalog(
     in `currency`.
 
     `prices`: a shipped price set's name (`aliyun`: data/prices-aliyun.csv) plans with that set
-    instead of the default one; a FILE merges over the default (e.g. your own quotes): a card
-    it prices takes its price, the others keep the shipped one; `--price NAME=AMOUNT` then
-    overrides single cards. `others`: the rows of profiled devices outside the catalog (this
-    CPU), which --price may name too.
+    instead of the default one, and (without `only`) the cards it prices; a FILE merges over the
+    default (e.g. your own quotes): a card it prices takes its price, the others keep the shipped
+    one; `--price NAME=AMOUNT` then overrides single cards. `others`: the rows of profiled
+    devices outside the catalog (this CPU), which --price may name too.
     """
     rates = rates or load_rates()
     gpus_label, gpus = load_gpus(catalog)
@@ -357,6 +357,9 @@ def load_catalog(
         rows = [p for p in rows if p.gpu != price.gpu] + [price]
         prices_label += f" + --price {flag!r}"
     best = cheapest(rows)
+    if only is None and shipped != SHIPPED_PRICES:  # a named set plans the cards it prices
+        gpus = {n: g for n, g in gpus.items() if n in best}
+        prices_label += " (the cards it prices; --gpus for others)"
     if only:
         chosen = [resolve_name(n, known, "--gpus") for n in only]
         gpus = {n: gpus[n] for n in dict.fromkeys(chosen)}

@@ -34,8 +34,8 @@ class PlanSettings(Layered):
     catalog: str | None = Field(None, description="GPU catalog CSV (default: the shipped one).")
     prices: str | None = Field(
         None,
-        description="A shipped price set instead of the default (e.g. aliyun; --list-prices names them), "
-        "or a CSV merged over the default: the cards it names take its prices "
+        description="A shipped price set instead of the default, for the cards it prices "
+        "(e.g. aliyun), or a CSV merged over the default: the cards it names take its prices "
         "(gpu,currency,per_gpu_hour,source).",
     )
     price: Annotated[list[str], Flag(repeat=True)] = Field(
