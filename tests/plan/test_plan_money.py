@@ -174,3 +174,4 @@ def test_list_prices_names_provider_tier_date_at_80_columns(data):
     rows = json.loads(js.stdout)["rows"]
     assert [p["gpu"] for p in rows] == ["A10", "RTX 4090", "T4"]
     assert rows[1]["second_hand"] is True and rows[0]["per_gpu_hour"] == 12 and rows[0]["fx"] is None
+    assert rows[0]["sku"] == "fc.a10.4" and rows[0]["region"] == "cn-test-1"

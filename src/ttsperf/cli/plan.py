@@ -407,24 +407,25 @@ def _list_prices(settings: PlanSettings, as_json: bool) -> None:
     out.print(f"prices: {cat.prices_file}; in {s.currency}; a plan takes each card's first (cheapest) row",
               highlight=False)  # fmt: skip
     t = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
-    for col in ("GPU", "provider", "sku", "tier", f"{unit(s.currency)}/GPU\nhour", "read on", "2nd\nhand"):
+    for col in ("GPU", "provider", "tier", f"{unit(s.currency)}/GPU\nhour", "read on", "2nd\nhand"):
         t.add_column(col, justify="right" if "hour" in col else "left", overflow="fold",
-                     no_wrap=col in ("GPU", "provider") or "hour" in col)  # fmt: skip
+                     no_wrap=col in ("GPU", "tier") or "hour" in col)  # fmt: skip
     rates = {p.fx.label() for p in rows if p.fx}
     for p in rows:
-        t.add_row(p.gpu, p.provider or "user", p.sku, p.tier, amount(p.per_gpu_hour) + ("~" if p.fx else ""),
+        t.add_row(p.gpu, p.provider or "user", p.tier, amount(p.per_gpu_hour) + ("~" if p.fx else ""),
                   p.read_on, "yes" if p.second_hand else "no")  # fmt: skip
     out.print(t)
     for rate in sorted(rates):
         out.print(f"~ converted at {rate}", highlight=False)
-    out.print("2nd hand = read from a page other than the provider's own; each row's source: "
-              "--list-prices --json", highlight=False)  # fmt: skip
+    out.print("2nd hand = read from a page other than the provider's own; each row's SKU, region and "
+              "source: --list-prices --json", highlight=False)  # fmt: skip
 
 
 def _price_json(p: Price) -> dict:
     return {
-        "gpu": p.gpu, "provider": p.provider, "sku": p.sku, "tier": p.tier, "read_on": p.read_on,
-        "second_hand": p.second_hand, "currency": p.currency, "per_gpu_hour": p.per_gpu_hour,
+        "gpu": p.gpu, "provider": p.provider, "sku": p.sku, "region": p.region, "tier": p.tier,
+        "read_on": p.read_on, "second_hand": p.second_hand,
+        "currency": p.currency, "per_gpu_hour": p.per_gpu_hour,
         "quoted": None if p.quoted is None else {"per_gpu_hour": p.quoted[0], "currency": p.quoted[1]},
         "fx": None if p.fx is None else p.fx.label(), "source": p.source,
     }  # fmt: skip

@@ -76,6 +76,7 @@ class Price:
     sku: str = ""
     tier: str = ""
     read_on: str = ""
+    region: str = ""
     second_hand: bool = False
     quoted: tuple[float, str] | None = None  # (figure, currency) as the row gives it, when converted
     fx: Rate | None = None  # the rate that converted it
@@ -251,6 +252,7 @@ def price_rows(
             sku=str(r["sku"]),
             tier=str(r["tier"]),
             read_on=str(r["read_on"]),
+            region=str(r["region"]),
             second_hand=hand == "yes",
         )
         out.append(price.to(currency, rates, where))
