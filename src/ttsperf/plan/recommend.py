@@ -163,7 +163,7 @@ def _latency(r: SimResult) -> dict[str, float]:
 
 
 def _hourly(card: Card, s: Settings, at_capacity: SimResult | None) -> tuple[float | None, Basis | None]:
-    """USD per GPU-hour: owned (amortised + electricity at capacity) or the cheapest rental price."""
+    """Per GPU-hour, in the plan's currency: owned (amortised + electricity) or the cheapest rental."""
     if s.own is not None and card.name in s.own.purchases:
         watts = card.tdp_w * at_capacity.busy_fraction if card.tdp_w and at_capacity else None
         usd, how = s.own.per_gpu_hour(card.name, watts)
