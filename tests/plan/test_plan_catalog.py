@@ -40,11 +40,12 @@ def test_shipped_catalog_parses_and_every_row_has_a_source():
 
 def test_shipped_prices_parse_with_source_and_date_and_pick_the_cheapest():
     rows = shipped_rows("prices.csv")
-    assert all(r["source"].strip() and r["read_on"].strip() for r in rows)
+    assert all(r["source"].strip() and r["read_on"].strip() and r["currency"] == "USD" for r in rows)
+    assert {r["second_hand"] for r in rows} <= {"yes", "no"}
     _, gpus = load_gpus()
     _, best = load_prices(list(gpus))
-    cheapest_4090 = min(float(r["usd_per_gpu_hour"]) for r in rows if r["gpu"] == "RTX 4090")
-    assert best["RTX 4090"].usd_per_gpu_hour == cheapest_4090
+    cheapest_4090 = min(float(r["per_gpu_hour"]) for r in rows if r["gpu"] == "RTX 4090")
+    assert best["RTX 4090"].per_gpu_hour == cheapest_4090 and best["RTX 4090"].currency == "USD"
     assert "RTX 3080" not in best  # no shipped price: the plan must say so
 
 
@@ -98,10 +99,10 @@ def test_catalog_unreadable_and_empty(tmp_path):
 
 
 def test_price_file_minimal_columns_and_unknown_gpu(tmp_path):
-    ok = write(tmp_path, "p.csv", "gpu,usd_per_gpu_hour,source\nRTX 4090,0.9,my Alibaba Cloud quote\n")
+    ok = write(tmp_path, "p.csv", "gpu,currency,per_gpu_hour,source\nRTX 4090,USD,0.9,my quote\n")
     _, best = load_prices(["RTX 4090", "T4"], ok)
-    assert best["RTX 4090"].usd_per_gpu_hour == 0.9
-    bad = write(tmp_path, "q.csv", "gpu,usd_per_gpu_hour,source\nRTX 4909,0.9,quote\n")
+    assert best["RTX 4090"].per_gpu_hour == 0.9
+    bad = write(tmp_path, "q.csv", "gpu,currency,per_gpu_hour,source\nRTX 4909,USD,0.9,quote\n")
     with pytest.raises(
         UserError, match=r"q\.csv: line 2: field 'gpu': unknown GPU 'RTX 4909' \(did you mean 'RTX 4090'\?\)"
     ):
@@ -109,21 +110,21 @@ def test_price_file_minimal_columns_and_unknown_gpu(tmp_path):
 
 
 def test_price_file_bad_number_and_inconsistent_instance_price(tmp_path):
-    bad = write(tmp_path, "p.csv", "gpu,usd_per_gpu_hour,source\nT4,abc,quote\n")
+    bad = write(tmp_path, "p.csv", "gpu,currency,per_gpu_hour,source\nT4,USD,abc,quote\n")
     with pytest.raises(
-        UserError, match=r"line 2: field 'usd_per_gpu_hour': expected a positive number, found 'abc'"
+        UserError, match=r"line 2: field 'per_gpu_hour': expected a positive number, found 'abc'"
     ):
         load_prices(["T4"], bad)
-    text = "gpu,usd_per_gpu_hour,source,gpus_per_instance,usd_per_instance_hour\nT4,1.0,quote,8,16\n"
+    text = "gpu,currency,per_gpu_hour,source,gpus_per_instance,per_instance_hour\nT4,USD,1.0,quote,8,16\n"
     with pytest.raises(
-        UserError, match=r"expected usd_per_instance_hour / gpus_per_instance = 2.0000, found 1.0"
+        UserError, match=r"expected per_instance_hour / gpus_per_instance = 2.0000, found 1.0"
     ):
         load_prices(["T4"], write(tmp_path, "i.csv", text))
 
 
 def test_price_flag():
     known = ["RTX 4090", "T4"]
-    assert parse_price_flag("RTX 4090=0.5", known).usd_per_gpu_hour == 0.5
+    assert parse_price_flag("RTX 4090=0.5", known).per_gpu_hour == 0.5
     assert parse_price_flag("rtx 4090 = 0.5", known).gpu == "RTX 4090"
     with pytest.raises(
         UserError, match=r"--price 'RTX 4090=abc': USD per GPU-hour: expected a positive number, found 'abc'"
@@ -158,6 +159,6 @@ def test_user_catalog_with_shipped_prices_skips_cards_it_lacks(tmp_path):
 
 def test_price_override_wins_and_is_labelled():
     cat = load_catalog(price_flags=["RTX 4090=0.05"])
-    assert cat.prices["RTX 4090"].usd_per_gpu_hour == 0.05
+    assert cat.prices["RTX 4090"].per_gpu_hour == 0.05
     assert cat.prices["RTX 4090"].source == "user --price flag"
     assert "--price 'RTX 4090=0.05'" in cat.prices_file

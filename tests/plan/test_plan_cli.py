@@ -83,7 +83,7 @@ def test_memory_at_shows_the_breakdown():
     r = run("--gpus", "RTX 3080", "--scenario", "offline", "--memory-at", "4", "--requests", "100")
     assert r.exit_code == 0, r.output
     assert "memory at batch 4" in r.output
-    line = next(x for x in r.output.splitlines() if x.startswith("│ RTX 3080") and "yes" in x)
+    line = next(x for x in r.output.splitlines() if x.startswith("RTX 3080 ") and "yes" in x)
     assert "0.521" in line  # fp16 weights: 559,315,480 B = 0.521 GiB
 
 
@@ -131,7 +131,7 @@ def test_user_catalog_and_price_file_work_together(tmp_path):
         "MyCard,16,500,50,20,my datasheet\n"
     )
     prices = tmp_path / "prices.csv"
-    prices.write_text("gpu,usd_per_gpu_hour,source\nMyCard,0.4,my Alibaba Cloud quote 2026-11\n")
+    prices.write_text("gpu,currency,per_gpu_hour,source\nMyCard,USD,0.4,my Alibaba Cloud quote 2026-11\n")
     plan = make_plan(catalog=str(cat), prices=str(prices), scenario="offline", requests=100)
     row = plan.scenarios[0].rows[0]
     assert row.gpu == "MyCard" and row.usd_per_gpu_hour == 0.4
@@ -144,7 +144,7 @@ def test_a_price_file_merges_over_the_shipped_prices(tmp_path):
     recommendation cannot flip because a user priced the card they rent."""
     shipped = make_plan(gpus="RTX 3090,RTX 4090", scenario="offline", requests=100).scenarios[0]
     prices = tmp_path / "prices.csv"
-    prices.write_text("gpu,usd_per_gpu_hour,source\nRTX 4090,0.05,my quote 2026-11\n")
+    prices.write_text("gpu,currency,per_gpu_hour,source\nRTX 4090,USD,0.05,my quote 2026-11\n")
     plan = make_plan(gpus="RTX 3090,RTX 4090", prices=str(prices), scenario="offline", requests=100)
     rows = {r.gpu: r for r in plan.scenarios[0].rows}
     before = {r.gpu: r for r in shipped.rows}

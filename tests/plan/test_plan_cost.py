@@ -28,13 +28,13 @@ def test_amortize_and_electricity_parse():
 
 def test_shipped_launch_prices_have_a_source():
     shipped = load_purchases(KNOWN)
-    assert shipped["RTX 4090"].usd == 1599 and "NVIDIA" in shipped["RTX 4090"].source
+    assert shipped["RTX 4090"].price == 1599 and "NVIDIA" in shipped["RTX 4090"].source
     assert "A100 40GB PCIe" not in shipped  # data-centre cards: the user's price
 
 
 def test_own_flags():
     own = parse_own(["RTX 4090", "A100 40GB PCIe=9000"], KNOWN, "3y", None)
-    assert own is not None and own.purchases["A100 40GB PCIe"].usd == 9000
+    assert own is not None and own.purchases["A100 40GB PCIe"].price == 9000
     assert parse_own([], KNOWN, "3y", None) is None
     with pytest.raises(
         UserError, match=r"--own 'A100 40GB PCIe': no shipped purchase price for A100 40GB PCIe"
@@ -47,12 +47,12 @@ def test_own_flags():
 def test_owned_hourly_cost_by_hand():
     own = parse_own(["RTX 4090=2628"], KNOWN, "1y", "0.2")
     assert own is not None
-    usd, how = own.usd_per_gpu_hour("RTX 4090", watts=450.0)
+    usd, how = own.per_gpu_hour("RTX 4090", watts=450.0)
     assert usd == pytest.approx(2628 / 8760 + 0.45 * 0.2)
-    assert "x $0.2/kWh" in how
+    assert "x USD 0.2/kWh" in how
     no_power = parse_own(["RTX 4090=2628"], KNOWN, "1y", None)
     assert no_power is not None
-    usd, how = no_power.usd_per_gpu_hour("RTX 4090", watts=450.0)
+    usd, how = no_power.per_gpu_hour("RTX 4090", watts=450.0)
     assert usd == pytest.approx(0.3) and "electricity not included" in how
 
 

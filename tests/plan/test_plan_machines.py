@@ -58,7 +58,7 @@ def test_cli_json_and_table_show_machines():
     assert row["replicas"] == row["gpus_needed"] and row["machines"] == -(-row["gpus_needed"] // 2)
     assert data["inputs"]["gpus_per_machine"] == 2
     table = runner.invoke(app, [*args, "--wide"])
-    assert table.exit_code == 0 and "GPUs=replicas" in table.stdout and "machines" in table.stdout
+    assert table.exit_code == 0 and "serve --ray replicas" in table.stdout and "machines" in table.stdout
 
 
 def test_gpus_per_machine_below_one_is_one_line_exit_2():

@@ -46,9 +46,9 @@ def test_price_is_the_catalogs_cheapest_or_none():
     cat = load_catalog(only=["RTX 4090"])
     card = build_cards(cat, [], "fp16")[0]
     p = price(card, PlanContext(cat, Workload()), None)
-    assert p.usd_per_gpu_hour == cat.prices["RTX 4090"].usd_per_gpu_hour and p.basis.kind == "sourced"
+    assert p.per_gpu_hour == cat.prices["RTX 4090"].per_gpu_hour and p.basis.kind == "sourced"
     cat.prices.clear()
-    assert price(card, PlanContext(cat, Workload()), None).usd_per_gpu_hour is None
+    assert price(card, PlanContext(cat, Workload()), None).per_gpu_hour is None
 
 
 def test_plan_row_is_consistent_with_its_own_numbers():

@@ -57,7 +57,8 @@ def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names
     assert f"bound by {rec['binding']}" in text
     assert "projected, not measured on this card" in text and "ttsperf profile" in text
     lo, hi = rec["max_streams_range"]
-    assert f"{lo}-{hi} streams per GPU" in text
+    assert f"{rec['max_streams']} streams per GPU ({lo}-{hi} over the overhead's sourced range" in text
+    assert rec["max_streams"] == best["max_streams"] and rec["usd_per_hour"] == best["usd_per_hour"]
     load = f"--concurrency {best['max_streams']} --requests 400"
     assert f"`ttsperf bench URL --stream {load} --slo {sc['slo']['spec']}`" in text
 
@@ -127,7 +128,48 @@ def test_plan_at_80_columns_cuts_nothing_and_names_every_card_in_full(load):
 def test_wide_table_keeps_latencies_and_piped_output_is_never_cut():
     r = _cli("plan", "--scenario", "realtime", "--gpus", "A100 40GB PCIe,H100 SXM", *FEW, "--wide")
     assert r.returncode == 0, r.stderr
-    assert "TTFA P99 s" in r.stdout and "GPUs=replicas" in r.stdout and "…" not in r.stdout
+    assert "TTFA" in r.stdout and "serve --ray replicas" in r.stdout and "…" not in r.stdout
+
+
+HELP_EXAMPLE = ["--gpus", "RTX 3080", "--audio-seconds", "8", "--memory-at", "4", "--scenario", "offline"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "args",
+    [
+        HELP_EXAMPLE,  # plan --help's examples, as printed there (issue 25 item 4)
+        [*HELP_EXAMPLE, "--wide"],
+        ["--scenario", "realtime", "--streams", "200", "--gpus", "T4,RTX 4090,A100 40GB PCIe", *FEW],
+        ["--scenario", "realtime", "--streams", "5000", "--gpus", "L4,H100 SXM",
+         "--gpus-per-machine", "8", *FEW],
+        ["--scenario", "realtime", "--step-overhead", "3ms", *FEW],
+        ["--wide", *FEW],  # every card, all three scenarios: --wide fits 80 columns too
+        ["--list-prices"],
+    ],
+    ids=["help-memory-at", "help-memory-at-wide", "help-realtime", "help-5000", "help-what-if", "wide-all",
+         "list-prices"],
+)  # fmt: skip
+def test_help_examples_and_wide_are_whole_at_80_columns(args):
+    r = _cli("plan", *args, columns=80)
+    assert r.returncode == 0, r.stderr
+    assert "…" not in r.stdout
+    assert max(len(line) for line in r.stdout.splitlines()) <= 80
+
+
+@pytest.mark.slow
+def test_help_example_shows_whole_memory_figures_and_wide_the_batch_that_applies():
+    r = _cli("plan", *HELP_EXAMPLE, "--wide", *FEW, columns=80)
+    plan = json.loads(_cli("plan", *HELP_EXAMPLE, *FEW, "--json").stdout)
+    row = plan["scenarios"][0]["rows"][0]
+    memory = row["memory_bytes"]
+    line = next(x for x in r.stdout.splitlines() if x.startswith("RTX 3080 ") and "yes" in x)
+    assert f"{memory['total'] / 2**30:.3f}" in line and f"{memory['card'] / 2**30:.3f}" in line
+    details = [x.split() for x in r.stdout.splitlines() if x.startswith("RTX 3080 ") and "fp16" not in x]
+    assert row["settings"]["max_batch"] < row["max_batch"]  # capped: the wide table shows the cap
+    assert details[0][2] == str(row["settings"]["max_batch"])
+    header = next(x for x in r.stdout.splitlines() if x.startswith("GPU ") and "batch" in x)
+    assert header.rstrip().endswith("hour")  # no unlabelled column after the last
 
 
 @pytest.mark.slow

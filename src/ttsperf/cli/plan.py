@@ -15,6 +15,8 @@ from ttsperf.cli.options import settings_command
 from ttsperf.console import console
 from ttsperf.errors import UserError
 from ttsperf.plan.api import make_plan
+from ttsperf.plan.catalog import Price, load_catalog, split_names
+from ttsperf.plan.money import CONVERTED, amount, load_rates, unit
 from ttsperf.plan.predict import Prediction, predict
 from ttsperf.plan.rows import gpus_range
 from ttsperf.plan.schema import Plan, PlanRow, ScenarioPlan
@@ -66,28 +68,26 @@ def render(plan: Plan, console: Console, memory_at: int | None, wide: bool = Fal
     console.print(f"calibration: {i.calibration}")
     console.print(f"catalog: {i.catalog}; prices: {i.prices}")
     for sc in plan.scenarios:
+        _compact_table(sc, console)
         if wide:
-            _scenario_table(sc, console)
-        else:
-            _compact_table(sc, console)
+            _details_table(sc, console)
         _other_table(sc, console)
     if memory_at is not None and plan.scenarios:
         _memory_table(plan.scenarios[0], console, memory_at)
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
-    legend = (
+    console.print(
         "setting = engine mode, dtype, c = steps before the first audio chunk (the flags: --json, "
         "'settings.serve_flags'); (a-b) = at the high and low ends of the mode's sourced per-step "
-        "overhead; binds = what stops more load per GPU. "
-        if not wide
-        else ""
+        "overhead; binds = what stops more load per GPU. (fit) = step time fitted to a profile of that "
+        "card; * = price from --price; own = bought (--own): amortised + electricity; ~ = converted "
+        "(the rate below). Dim rows miss the SLO. Every latency, capacity and cost is projected "
+        "(formula and inputs per number: --json, 'basis'); defaults are assumptions in "
+        "docs/PLANNING.md. Each price's provider, tier and date: --list-prices."
+        + ("" if wide else " --wide: latencies, batch, machines and energy.")
     )
-    console.print(
-        legend + "(fit) = step time fitted to a profile of that card; * = price from --price; own = bought "
-        "(--own): amortised + electricity. Dim rows miss the SLO. Every latency, capacity and cost is "
-        "projected (formula and inputs per number: --json, 'basis'); defaults are assumptions in "
-        "docs/PLANNING.md." + ("" if wide else " --wide: latencies, memory batch, machines and energy.")
-    )
+    for rate in i.fx:
+        console.print(f"~ {i.currency} converted at {rate}", highlight=False)
     for sc in plan.scenarios:
         console.print(f"[bold]{sc.scenario}:[/bold] {sc.recommendation}")
 
@@ -139,19 +139,21 @@ def _compact_table(sc: ScenarioPlan, console: Console) -> None:
     # no box: its dividers would take the 80 columns' last few
     t = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
     per_gpu = "streams\nper GPU" if streams else "req/s\nper GPU"
-    cols = ("GPU", "setting", per_gpu, "GPUs", "$/h", "$/audio\nhour") + (() if one_binding else ("binds",))
+    cur = unit(rows[0].currency if rows else "USD")
+    cols = ("GPU", "setting", per_gpu, "GPUs", f"{cur}/h", f"{cur}/audio\nhour") + (
+        () if one_binding else ("binds",)
+    )
     for col in cols:
         t.add_column(col, justify="left" if col in ("GPU", "setting", "binds") else "right", no_wrap=True)
     notes = []
     for r in rows:
-        price = "" if r.usd_per_gpu_hour is None else _price_mark(r)
         cells = [
             r.gpu + (" (fit)" if _fitted(r) else ""),
             setting_cell(r),
             _capacity_cell(r, streams),
             _gpus_cell(sc, r),
-            _f(r.usd_per_hour, ".2f" if (r.usd_per_hour or 0) < 99.5 else ".0f") + price,
-            _f(r.usd_per_audio_hour, ".4f"),
+            _cost(r.usd_per_hour, r),
+            _cost(r.usd_per_audio_hour, r),
         ]
         t.add_row(*cells, *(() if one_binding else (r.binding or "-",)), style=None if r.meets_slo else "dim")
         if r.note:
@@ -165,8 +167,15 @@ def _compact_table(sc: ScenarioPlan, console: Console) -> None:
 
 
 def _price_mark(r: PlanRow) -> str:
+    """* a --price flag, own a bought card, ~ converted from another currency (the rate is below)."""
     how = r.basis["usd_per_gpu_hour"].how
-    return "*" if how.startswith("user") else " own" if how.startswith("owned") else ""
+    mark = "*" if how.startswith("user") else " own" if how.startswith("owned") else ""
+    return mark + ("~" if CONVERTED in how else "")
+
+
+def _cost(x: float | None, r: PlanRow) -> str:
+    """A cost in 3 significant figures, marked with where its price comes from."""
+    return "-" if x is None else amount(x) + _price_mark(r)
 
 
 def _fitted(r: PlanRow) -> bool:
@@ -183,94 +192,74 @@ def _other_table(sc: ScenarioPlan, console: Console) -> None:
         title="profiled devices that are not GPUs (measured; never recommended)",
         title_justify="left", box=None, padding=(0, 1), pad_edge=False, header_style="bold underline",
     )  # fmt: skip
-    for col in ("device", "setting", "streams" if streams else "req/s", "$/h", "$/audio-h", "binds"):
+    cur = unit(others[0].currency)
+    for col in (
+        "device",
+        "setting",
+        "streams" if streams else "req/s",
+        f"{cur}/h",
+        f"{cur}/audio-h",
+        "binds",
+    ):
         t.add_column(col, justify="left" if col in ("device", "setting", "binds") else "right", no_wrap=False)
     for r in others:
         t.add_row(
             r.gpu,
             setting_cell(r),
             _capacity_cell(r, streams),
-            _f(r.usd_per_gpu_hour, ".2f"),
-            _f(r.usd_per_audio_hour, ".4f"),
+            _cost(r.usd_per_gpu_hour, r),
+            _cost(r.usd_per_audio_hour, r),
             r.binding or "-",
         )
     console.print(t)
 
 
-def _scenario_table(sc: ScenarioPlan, console: Console) -> None:
-    t = Table(title=_title(sc), title_justify="left")
-    streams = sc.load["kind"] == "streams"
-    cols = (
-        "GPU",
-        "setting",
-        "max batch",
-        "step ms",
-        "P50 s",
-        "P99 s",
-        "TTFA P99 s",
-        "streams/GPU" if streams else "req/s/GPU",
-        "GPUs=replicas",
-        "machines",
-        "$/GPU-h",
-        "$/h",
-        "$/audio-h",
-        "Wh/audio-h",
-        "binds",
-        "",
-    )
+def _details_table(sc: ScenarioPlan, console: Console) -> None:
+    """--wide: the rest of each card's row under the answer table, also in 80 columns."""
+    cur = unit(next((r.currency for r in sc.rows), "USD"))
+    t = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
+    cols = ("GPU", "batch", "step\nms", "P50\ns", "P99\ns", "TTFA\nP99 s", "machines", f"{cur}/GPU\nhour",
+            "Wh/audio\nhour")  # fmt: skip
     for col in cols:
         t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
-    notes: list[str] = []
     for r in sc.rows:
         if r.device != "gpu":
             continue
-        price = _f(r.usd_per_gpu_hour, ".3f")
-        if r.usd_per_gpu_hour is not None:
-            price += _price_mark(r)
-        mark = ""
-        if r.note:
-            notes.append(f"[{len(notes) + 1}] {r.gpu}: {r.note}")
-            mark = f"[{len(notes)}]"
         t.add_row(
-            r.gpu + (" (fit)" if _fitted(r) else ""),
-            setting_cell(r),
-            str(r.max_batch) if r.fits else "no fit",
+            r.gpu,
+            _batch_cell(r),
             _f(r.step_ms, ".1f"),
             _f(r.p50_s, ".2f"),
             _f(r.p99_s, ".2f"),
             _f(r.ttfa_p99_s, ".3f"),
-            _capacity_cell(r, streams),
-            _gpus_cell(sc, r),
             _f(r.machines, "d"),
-            price,
-            _f(r.usd_per_hour, ".2f"),
-            _f(r.usd_per_audio_hour, ".4f"),
+            _cost(r.usd_per_gpu_hour, r),
             _f(r.kwh_per_audio_hour and r.kwh_per_audio_hour * 1000, ".2f"),
-            r.binding or "-",
-            mark,
             style=None if r.meets_slo else "dim",
         )
+    console.print("batch = the engine's slots at the setting (memory or --max-batch caps it); GPUs = "
+                  "serve --ray replicas", highlight=False)  # fmt: skip
     console.print(t)
-    for n in notes:
-        console.print(n, markup=False, highlight=False)
+
+
+def _batch_cell(r: PlanRow) -> str:
+    """The batch that applies: the setting's, which memory (max_batch) or --max-batch caps."""
+    if not r.fits:
+        return "no fit"
+    return str(r.settings.max_batch if r.settings else r.max_batch)
 
 
 def _memory_table(sc: ScenarioPlan, console: Console, batch: int) -> None:
-    t = Table(
-        title=f"memory at batch {batch}, GiB (projected by the memory model; defaults: docs/PLANNING.md)",
-        title_justify="left",
+    console.print(
+        textwrap.fill(
+            f"memory at batch {batch}, GiB (projected by the memory model; defaults: docs/PLANNING.md)",
+            max(40, console.width - 1),
+        ),
+        highlight=False,
     )
-    for col in (
-        "GPU",
-        "weights",
-        "runtime",
-        "KV cache",
-        "transients",
-        "fragmentation",
-        "total",
-        "card",
-        "fits",
-    ):
+    t = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
+    for col in ("GPU", "weights", "runtime", "KV\ncache", "tran-\nsients", "frag-\nmentation", "total",
+                "card", "fits"):  # fmt: skip
         t.add_column(col, justify="left" if col == "GPU" else "right", no_wrap=True)
     for r in sc.rows:
         m = r.memory_bytes
@@ -344,11 +333,21 @@ def register(app: typer.Typer) -> None:
     def plan_cmd(
         settings: PlanSettings,
         sources: dict[str, str],
-        wide: bool = typer.Option(False, "--wide", help="The full table: latencies, max batch, energy."),
+        wide: bool = typer.Option(
+            False,
+            "--wide",
+            help="Add a second table per scenario (also 80 columns): the batch that applies, latencies, "
+            "machines, price per GPU-hour, energy.",
+        ),
         predict_load: bool = typer.Option(
             False,
             "--predict",
             help="What one device does at one load (--streams or --rate): the profiled one, or --gpus NAME.",
+        ),
+        list_prices: bool = typer.Option(
+            False,
+            "--list-prices",
+            help="List the prices the plan would use (--prices, --gpus, --currency): provider, tier, date.",
         ),
         as_json: bool = typer.Option(
             False, "--json", help="Print the Plan JSON on stdout instead of tables."
@@ -360,6 +359,9 @@ def register(app: typer.Typer) -> None:
             help="FILE.json: the Plan JSON; DIR/: plan.json + a cost-vs-P99 SVG per scenario.",
         ),
     ) -> None:
+        if list_prices:
+            _list_prices(settings, as_json)
+            return
         if predict_load:
             if wide:
                 raise UserError("--predict: --wide not used (one device, one load, no SLO or cost)")
@@ -379,6 +381,48 @@ def register(app: typer.Typer) -> None:
         else:
             # rich wraps at 80 columns when stdout is not a terminal; the table needs ~140
             render(plan, console(), settings.memory_at, wide)
+
+
+def _list_prices(settings: PlanSettings, as_json: bool) -> None:
+    """Every price row of the selected set (and --prices FILE, --price), cheapest first per card."""
+    s = settings.check()
+    cat = load_catalog(
+        Path(s.catalog) if s.catalog else None, s.prices, s.price,
+        split_names(s.gpus) if s.gpus is not None else None,
+        currency=s.currency, rates=load_rates(flags=s.fx),
+    )  # fmt: skip
+    rows = sorted((p for p in cat.rows if p.gpu in cat.gpus), key=lambda p: (p.gpu, p.per_gpu_hour))
+    if as_json:
+        print_json(
+            {"prices": cat.prices_file, "currency": s.currency, "rows": [_price_json(p) for p in rows]}
+        )
+        return
+    out = console()
+    out.print(f"prices: {cat.prices_file}; in {s.currency}; a plan takes each card's first (cheapest) row",
+              highlight=False)  # fmt: skip
+    t = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
+    for col in ("GPU", "provider", "tier", f"{unit(s.currency)}/GPU\nhour", "read on", "2nd\nhand"):
+        t.add_column(col, justify="right" if "hour" in col else "left", overflow="fold",
+                     no_wrap=col in ("GPU", "tier") or "hour" in col)  # fmt: skip
+    rates = {p.fx.label() for p in rows if p.fx}
+    for p in rows:
+        t.add_row(p.gpu, p.provider or "user", p.tier, amount(p.per_gpu_hour) + ("~" if p.fx else ""),
+                  p.read_on, "yes" if p.second_hand else "no")  # fmt: skip
+    out.print(t)
+    for rate in sorted(rates):
+        out.print(f"~ converted at {rate}", highlight=False)
+    out.print("2nd hand = read from a page other than the provider's own; each row's SKU, region and "
+              "source: --list-prices --json", highlight=False)  # fmt: skip
+
+
+def _price_json(p: Price) -> dict:
+    return {
+        "gpu": p.gpu, "provider": p.provider, "sku": p.sku, "region": p.region, "tier": p.tier,
+        "read_on": p.read_on, "second_hand": p.second_hand,
+        "currency": p.currency, "per_gpu_hour": p.per_gpu_hour,
+        "quoted": None if p.quoted is None else {"per_gpu_hour": p.quoted[0], "currency": p.quoted[1]},
+        "fx": None if p.fx is None else p.fx.label(), "source": p.source,
+    }  # fmt: skip
 
 
 def _predict(settings: PlanSettings, as_json: bool, output: str | None) -> None:

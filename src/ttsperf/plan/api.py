@@ -22,6 +22,7 @@ from ttsperf.plan.cards import Card, build_cards, plan_dtype, profiled_name
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.cost import parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
+from ttsperf.plan.money import load_rates
 from ttsperf.plan.recommend import recommend
 from ttsperf.plan.rows import plan_row
 from ttsperf.plan.scenarios import SCENARIOS, Scenario, parse_duration, parse_slo
@@ -118,12 +119,15 @@ def make_plan(
         if n not in SCENARIOS:
             raise UserError(f"--scenario: expected one of {', '.join(SCENARIOS)}, found {n!r}")
     profiles = [(p, load_profile(p)) for p in s.profile]
+    rates = load_rates(flags=s.fx)
     cat = load_catalog(
         Path(s.catalog) if s.catalog else None,
-        Path(s.prices) if s.prices else None,
+        s.prices,
         s.price,
         split_names(s.gpus) if s.gpus is not None else None,
         others=[profiled_name(p) for _, p in profiles],
+        currency=s.currency,
+        rates=rates,
     )
     dt = plan_dtype(profiles, s.dtype)
     workload = Workload(
@@ -142,7 +146,7 @@ def make_plan(
     note = _calibration(s, [p for p, _ in profiles], calibrated)
     target = Load("streams", s.streams) if s.streams else Load("rate", s.rate) if s.rate else None
     slo_limits = parse_slo(s.slo) if s.slo is not None else None
-    own_cards = parse_own(s.own, list(cat.gpus), s.amortize, s.electricity)
+    own_cards = parse_own(s.own, cat.known, s.amortize, s.electricity, s.currency, rates)
     ctx = PlanContext(
         cat, workload, s.requests, s.seed, s.memory_at, s.max_batch, own_cards, s.engine, s.gpus_per_machine,
         modes=parse_modes(s.mode),
@@ -156,8 +160,8 @@ def make_plan(
     notes = []
     if missing:
         notes.append(
-            "no price for " + ", ".join(missing) + ": supply with --price NAME=USD or --prices FILE "
-            "(the guide's Alibaba Cloud prices are not shipped)"
+            "no price for " + ", ".join(missing) + f": supply with --price NAME={s.currency}_PER_GPU_HOUR, "
+            "--prices FILE or a price set (ttsperf plan --list-prices)"
         )
     inputs = PlanInputs(
         profiles=[p for p, _ in profiles],
@@ -176,6 +180,8 @@ def make_plan(
         model=_model_sizes(cards[0].memory if cards else MemoryModel(dt), workload),
         catalog=cat.gpus_file,
         prices=cat.prices_file,
+        currency=s.currency,
+        fx=sorted({p.fx.label() for p in cat.prices.values() if p.fx}),
         defaults=_defaults(workload, calibrated),
         seed=s.seed,
         requests_per_simulation=s.requests,
@@ -255,7 +261,7 @@ def plan_scenarios(
     plans = []
     for j, (scenario, load) in enumerate(work):
         rows = [r[j] for r in rows_of]
-        sentence, rec = recommend(scenario, load, rows, basis_note)
+        sentence, rec = recommend(scenario, load, rows, basis_note, ctx.catalog.prices)
         plans.append(
             ScenarioPlan(
                 scenario=scenario.name,

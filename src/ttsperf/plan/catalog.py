@@ -9,11 +9,12 @@ from __future__ import annotations
 import csv
 import difflib
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
 
 from ttsperf.errors import UserError
+from ttsperf.plan.money import CONVERTED, DEFAULT_CURRENCY, Rate, Rates, currency_code, load_rates
 
 SHIPPED_GPUS = "gpus.csv"
 SHIPPED_PRICES = "prices.csv"
@@ -33,19 +34,23 @@ GPU_COLUMNS: dict[str, tuple[bool, str]] = {
     "interconnect": (False, "text"),
     "source": (True, "text"),
 }
-# A user's own price file needs only the first three; the shipped one carries them all.
+# A user's own price file needs only the first four; the shipped ones carry them all (data/README.md).
 PRICE_COLUMNS: dict[str, tuple[bool, str]] = {
     "gpu": (True, "text"),
-    "usd_per_gpu_hour": (True, "positive"),
+    "currency": (True, "text"),
+    "per_gpu_hour": (True, "positive"),
     "source": (True, "text"),
     "provider": (False, "text"),
     "sku": (False, "text"),
     "gpus_per_instance": (False, "positive"),
-    "usd_per_instance_hour": (False, "positive"),
+    "per_instance_hour": (False, "positive"),
     "region": (False, "text"),
     "tier": (False, "text"),
     "read_on": (False, "text"),
+    "second_hand": (False, "text"),
 }
+# the columns before prices carried their currency: named so an old file's error says what changed
+OLD_PRICE_COLUMNS = {"usd_per_gpu_hour": "per_gpu_hour", "usd_per_instance_hour": "per_instance_hour"}
 
 
 @dataclass(frozen=True)
@@ -61,18 +66,41 @@ class Gpu:
 
 @dataclass(frozen=True)
 class Price:
+    """One card's hourly price, in the plan's currency; `quoted` keeps the row's own figure."""
+
     gpu: str
-    usd_per_gpu_hour: float
+    per_gpu_hour: float  # in `currency`
+    currency: str
     source: str
     provider: str = ""
     sku: str = ""
     tier: str = ""
     read_on: str = ""
+    region: str = ""
+    second_hand: bool = False
+    quoted: tuple[float, str] | None = None  # (figure, currency) as the row gives it, when converted
+    fx: Rate | None = None  # the rate that converted it
 
-    def label(self) -> str:
+    def brief(self) -> str:
+        """Who, which offer, when: the plan's sentence names it (the label has the figures and sources)."""
         where = " ".join(x for x in (self.provider, self.sku, self.tier) if x)
         when = f", read {self.read_on}" if self.read_on else ""
-        return f"{where or 'user'}{when}: {self.source}"
+        return f"{where or 'user'}{when}"
+
+    def label(self) -> str:
+        hand = " (second-hand)" if self.second_hand else ""
+        text = f"{self.brief()}: {self.currency} {self.per_gpu_hour:.4g}/GPU-h"
+        if self.quoted is not None and self.fx is not None:
+            text += f" {CONVERTED} {self.quoted[1]} {self.quoted[0]:.4g} at {self.fx.label()}"
+        return f"{text}; {self.source}{hand}"
+
+    def to(self, currency: str, rates: Rates, where: str) -> Price:
+        """This price in `currency`, converted at a rate of `rates` (and saying so)."""
+        value, rate = rates.convert(self.per_gpu_hour, self.currency, currency, where)
+        if rate is None:
+            return self
+        return replace(self, per_gpu_hour=value, currency=currency, quoted=(self.per_gpu_hour, self.currency),
+                       fx=rate)  # fmt: skip
 
 
 @dataclass
@@ -82,6 +110,9 @@ class Catalog:
     prices: dict[str, Price] = field(default_factory=dict)  # cheapest per card
     prices_file: str = ""
     known: list[str] = field(default_factory=list)  # every card in the file, before --gpus
+    currency: str = DEFAULT_CURRENCY  # every price above is in it
+    rates: Rates | None = None  # the exchange rates the plan may use
+    rows: list[Price] = field(default_factory=list)  # every price considered, before the cheapest
 
 
 def resolve_name(name: str, known: list[str], where: str) -> str:
@@ -103,11 +134,21 @@ def resolve_name(name: str, known: list[str], where: str) -> str:
     raise UserError(f"{where}: unknown GPU {name!r}{hint}; known: {', '.join(known)}")
 
 
-def read_rows(path: Path | None, shipped: str, columns: dict[str, tuple[bool, str]]):
+def data_files():
+    """The shipped data folder (a function, so a test can point it at fixtures)."""
+    return resources.files("ttsperf.data")
+
+
+def read_rows(
+    path: Path | None,
+    shipped: str,
+    columns: dict[str, tuple[bool, str]],
+    renamed: dict[str, str] | None = None,
+):
     """(label, [(label, line, row as parsed dict)]) after checking the header and every field."""
     if path is None:
         label = f"ttsperf/data/{shipped}"
-        text = resources.files("ttsperf.data").joinpath(shipped).read_text(encoding="utf-8")
+        text = data_files().joinpath(shipped).read_text(encoding="utf-8")
     else:
         label = str(path)
         try:
@@ -118,9 +159,10 @@ def read_rows(path: Path | None, shipped: str, columns: dict[str, tuple[bool, st
     header = reader.fieldnames or []
     missing = [c for c, (req, _) in columns.items() if req and c not in header]
     if missing:
+        old = [f"{o} is now {n} with a currency column" for o, n in (renamed or {}).items() if o in header]
         raise UserError(
             f"{label}: header: missing column(s) {', '.join(missing)}; "
-            f"found: {', '.join(header) or 'nothing'}"
+            f"found: {', '.join(header) or 'nothing'}" + (f" ({'; '.join(old)})" if old else "")
         )
     rows = []
     for row in reader:
@@ -178,78 +220,160 @@ def load_gpus(path: Path | None = None) -> tuple[str, dict[str, Gpu]]:
     return label, gpus
 
 
-def load_prices(known: list[str], path: Path | None = None) -> tuple[str, dict[str, Price]]:
-    """The cheapest per-GPU hourly price for each card the file names.
+def price_rows(
+    known: list[str],
+    path: Path | None = None,
+    currency: str = DEFAULT_CURRENCY,
+    rates: Rates | None = None,
+    shipped: str = SHIPPED_PRICES,
+) -> tuple[str, list[Price]]:
+    """Every row of a price file, each in `currency` (converted at a rate of `rates`, and saying so).
 
-    A user's file must name catalog cards; the shipped file may price cards a user's own
+    A user's file must name catalog cards; a shipped file may price cards a user's own
     catalog (--catalog) does not have, and those rows are skipped.
     """
-    label, rows = read_rows(path, SHIPPED_PRICES, PRICE_COLUMNS)
-    best: dict[str, Price] = {}
+    label, rows = read_rows(path, shipped, PRICE_COLUMNS, OLD_PRICE_COLUMNS)
+    rates = rates or load_rates()
+    out: list[Price] = []
     for _, line, r in rows:
         if path is None and not any(str(r["gpu"]).lower() == k.lower() for k in known):
             continue
-        gpu = resolve_name(str(r["gpu"]), known, f"{label}: line {line}: field 'gpu'")
-        per_gpu = float(r["usd_per_gpu_hour"])  # type: ignore[arg-type]
-        n, per_inst = r["gpus_per_instance"], r["usd_per_instance_hour"]
+        where = f"{label}: line {line}"
+        gpu = resolve_name(str(r["gpu"]), known, f"{where}: field 'gpu'")
+        per_gpu = float(r["per_gpu_hour"])  # type: ignore[arg-type]
+        n, per_inst = r["gpus_per_instance"], r["per_instance_hour"]
         if n and per_inst and abs(per_inst / n - per_gpu) > 0.01 * per_gpu + 0.001:  # type: ignore[operator]
             raise UserError(
-                f"{label}: line {line}: field 'usd_per_gpu_hour': expected usd_per_instance_hour / "
+                f"{where}: field 'per_gpu_hour': expected per_instance_hour / "
                 f"gpus_per_instance = {per_inst / n:.4f}, found {per_gpu}"  # type: ignore[operator]
             )
+        hand = str(r["second_hand"]).lower()
+        if hand not in ("", "yes", "no"):
+            raise UserError(f"{where}: field 'second_hand': expected yes or no, found {r['second_hand']!r}")
         price = Price(
             gpu=gpu,
-            usd_per_gpu_hour=per_gpu,
+            per_gpu_hour=per_gpu,
+            currency=currency_code(str(r["currency"]), f"{where}: field 'currency'"),
             source=str(r["source"]),
             provider=str(r["provider"]),
             sku=str(r["sku"]),
             tier=str(r["tier"]),
             read_on=str(r["read_on"]),
+            region=str(r["region"]),
+            second_hand=hand == "yes",
         )
-        if gpu not in best or per_gpu < best[gpu].usd_per_gpu_hour:
-            best[gpu] = price
-    return label, best
+        out.append(price.to(currency, rates, where))
+    return label, out
 
 
-def parse_price_flag(text: str, known: list[str]) -> Price:
-    """`--price "RTX 4090=0.5"` -> a user-supplied price (USD per GPU-hour)."""
+def load_prices(
+    known: list[str],
+    path: Path | None = None,
+    currency: str = DEFAULT_CURRENCY,
+    rates: Rates | None = None,
+    shipped: str = SHIPPED_PRICES,
+) -> tuple[str, dict[str, Price]]:
+    """The cheapest per-GPU hourly price for each card the file names, in `currency`."""
+    label, prices = price_rows(known, path, currency, rates, shipped)
+    return label, cheapest(prices)
+
+
+def cheapest(prices: list[Price]) -> dict[str, Price]:
+    """Each card's cheapest price (the first of equals)."""
+    best: dict[str, Price] = {}
+    for price in prices:
+        if price.gpu not in best or price.per_gpu_hour < best[price.gpu].per_gpu_hour:
+            best[price.gpu] = price
+    return best
+
+
+def parse_price_flag(text: str, known: list[str], currency: str = DEFAULT_CURRENCY) -> Price:
+    """`--price "RTX 4090=0.5"` -> a user-supplied price per GPU-hour, in the plan's currency."""
     name, sep, value = text.rpartition("=")
     if not sep or not name.strip():
-        raise UserError(f'--price: expected NAME=USD_PER_GPU_HOUR (e.g. "RTX 4090=0.5"), found {text!r}')
+        raise UserError(
+            f'--price: expected NAME={currency}_PER_GPU_HOUR (e.g. "RTX 4090=0.5"), found {text!r}'
+        )
     gpu = resolve_name(name.strip(), known, "--price")
-    usd = parse_positive(value.strip(), f"--price {text!r}: USD per GPU-hour")
-    return Price(gpu=gpu, usd_per_gpu_hour=usd, source="user --price flag", provider="user")
+    per_gpu = parse_positive(value.strip(), f"--price {text!r}: {currency} per GPU-hour")
+    return Price(
+        gpu=gpu, per_gpu_hour=per_gpu, currency=currency, source="user --price flag", provider="user"
+    )
+
+
+PRICE_SET = "prices-{}.csv"  # a named price set: --prices aliyun plans with data/prices-aliyun.csv
+
+
+def price_sets() -> list[str]:
+    """The shipped price sets' names: `default` (prices.csv) and each prices-NAME.csv."""
+    named = sorted(
+        f.name[len("prices-") : -len(".csv")]
+        for f in data_files().iterdir()
+        if f.name.startswith("prices-") and f.name.endswith(".csv")
+    )
+    return ["default", *named]
+
+
+def price_set(text: str | None) -> tuple[str, Path | None]:
+    """--prices: (the shipped set to start from, a user's file to merge over it or None).
+
+    A bare name that is not a file selects a shipped set instead of the default; a file merges."""
+    if text is None:
+        return SHIPPED_PRICES, None
+    path = Path(text)
+    if path.exists() or any(c in text for c in "/\\.") or not text.strip():
+        return SHIPPED_PRICES, path
+    name = text.strip().lower()
+    sets = price_sets()
+    if name not in sets:
+        raise UserError(
+            f"--prices: {text!r} is neither a file nor a price set; expected a CSV file or one of "
+            f"{', '.join(sets)}"
+        )
+    return (SHIPPED_PRICES if name == "default" else PRICE_SET.format(name)), None
 
 
 def load_catalog(
     catalog: Path | None = None,
-    prices: Path | None = None,
+    prices: str | None = None,
     price_flags: list[str] | None = None,
     only: list[str] | None = None,
     others: list[str] | None = None,
+    currency: str = DEFAULT_CURRENCY,
+    rates: Rates | None = None,
 ) -> Catalog:
-    """GPUs (optionally only the named ones, in the order given) with the cheapest known price each.
+    """GPUs (optionally only the named ones, in the order given) with the cheapest known price each,
+    in `currency`.
 
-    `--prices FILE` merges over the shipped price list (e.g. your Alibaba Cloud rates): a card
-    it prices takes its price, the others keep the shipped one; `--price NAME=USD` then
-    overrides single cards. `others`: the rows of profiled devices outside the catalog (this
-    CPU), which --price may name too.
+    `prices`: a shipped price set's name (`aliyun`: data/prices-aliyun.csv) plans with that set
+    instead of the default one, and (without `only`) the cards it prices; a FILE merges over the
+    default (e.g. your own quotes): a card it prices takes its price, the others keep the shipped
+    one; `--price NAME=AMOUNT` then overrides single cards. `others`: the rows of profiled
+    devices outside the catalog (this CPU), which --price may name too.
     """
+    rates = rates or load_rates()
     gpus_label, gpus = load_gpus(catalog)
     known = list(gpus)
-    prices_label, best = load_prices(known)
-    if prices is not None:
-        user_label, user = load_prices(known, prices)
-        best.update(user)
-        prices_label += f" with {user_label} over it ({len(user)} card(s) priced from it)"
+    shipped, user_file = price_set(prices)
+    prices_label, rows = price_rows(known, None, currency, rates, shipped)
+    if user_file is not None:
+        user_label, user = price_rows(known, user_file, currency, rates)
+        mine = {p.gpu for p in user}
+        rows = [p for p in rows if p.gpu not in mine] + user
+        prices_label += f" with {user_label} over it ({len(mine)} card(s) priced from it)"
     for flag in price_flags or []:
-        price = parse_price_flag(flag, known + [o for o in others or [] if o not in known])
-        best[price.gpu] = price
+        price = parse_price_flag(flag, known + [o for o in others or [] if o not in known], currency)
+        rows = [p for p in rows if p.gpu != price.gpu] + [price]
         prices_label += f" + --price {flag!r}"
+    best = cheapest(rows)
+    if only is None and shipped != SHIPPED_PRICES:  # a named set plans the cards it prices
+        gpus = {n: g for n, g in gpus.items() if n in best}
+        prices_label += " (the cards it prices; --gpus for others)"
     if only:
         chosen = [resolve_name(n, known, "--gpus") for n in only]
         gpus = {n: gpus[n] for n in dict.fromkeys(chosen)}
-    return Catalog(gpus=gpus, gpus_file=gpus_label, prices=best, prices_file=prices_label, known=known)
+    return Catalog(gpus=gpus, gpus_file=gpus_label, prices=best, prices_file=prices_label, known=known,
+                   currency=currency, rates=rates, rows=rows)  # fmt: skip
 
 
 def split_names(text: str) -> list[str]:

@@ -1,6 +1,8 @@
 """Rent or own: a bought card's hourly cost = purchase price amortised + electricity.
 
-    usd_per_gpu_hour (owned) = purchase / amortisation hours + TDP x busy fraction / 1000 x USD per kWh
+    per GPU-hour (owned) = purchase / amortisation hours + TDP x busy fraction / 1000 x price per kWh
+
+in the plan's currency (a purchase quoted in another is converted at a sourced rate, and says so).
 
 The busy fraction is the simulated share of time the worker is prefilling, stepping or vocoding
 at the card's capacity; a busy card is assumed to draw its TDP and an idle one nothing (no
@@ -17,11 +19,13 @@ from pathlib import Path
 
 from ttsperf.errors import UserError
 from ttsperf.plan.catalog import parse_positive, read_rows, resolve_name
+from ttsperf.plan.money import CONVERTED, DEFAULT_CURRENCY, Rates, amount, load_rates, money
 
 SHIPPED_PURCHASES = "purchase.csv"
 PURCHASE_COLUMNS: dict[str, tuple[bool, str]] = {
     "gpu": (True, "text"),
-    "usd": (True, "positive"),
+    "currency": (True, "text"),
+    "price": (True, "positive"),
     "date": (True, "text"),
     "source": (True, "text"),
 }
@@ -39,8 +43,8 @@ def machines_needed(gpus: int, gpus_per_machine: int) -> int:
 @dataclass(frozen=True)
 class Purchase:
     gpu: str
-    usd: float
-    source: str
+    price: float  # in the plan's currency
+    source: str  # where the price comes from, and the rate when converted
 
 
 @dataclass(frozen=True)
@@ -49,18 +53,19 @@ class Ownership:
 
     purchases: dict[str, Purchase]
     hours: float  # amortisation period
-    usd_per_kwh: float | None  # None: electricity left out (and said so)
+    per_kwh: float | None  # None: electricity left out (and said so)
+    currency: str = DEFAULT_CURRENCY  # of the purchases and per_kwh
 
-    def usd_per_gpu_hour(self, gpu: str, watts: float | None) -> tuple[float, str]:
+    def per_gpu_hour(self, gpu: str, watts: float | None) -> tuple[float, str]:
         p = self.purchases[gpu]
-        cost = p.usd / self.hours
-        how = f"${p.usd:,.0f} ({p.source}) / {self.hours:,.0f} h"
-        if self.usd_per_kwh is None:
-            return cost, how + "; electricity not included (pass --electricity USD/kWh)"
+        cost = p.price / self.hours
+        how = f"{money(p.price, self.currency)} ({p.source}) / {self.hours:,.0f} h"
+        if self.per_kwh is None:
+            return cost, how + f"; electricity not included (pass --electricity {self.currency}/kWh)"
         if watts is None:
             return cost, how + "; no TDP in the catalog, electricity not included"
-        cost += watts / 1000 * self.usd_per_kwh
-        return cost, how + f" + {watts:.0f} W (TDP x busy fraction) x ${self.usd_per_kwh:g}/kWh"
+        cost += watts / 1000 * self.per_kwh
+        return cost, how + f" + {watts:.0f} W (TDP x busy fraction) x {self.currency} {self.per_kwh:g}/kWh"
 
 
 def parse_amortize(text: str) -> float:
@@ -71,16 +76,19 @@ def parse_amortize(text: str) -> float:
     return float(m.group(1)) * HOURS[m.group(2)]
 
 
-def parse_electricity(text: str) -> float:
-    """`0.15` or `0.15/kWh` -> USD per kWh."""
+def parse_electricity(text: str, currency: str = DEFAULT_CURRENCY) -> float:
+    """`0.15` or `0.15/kWh` -> price per kWh in the plan's currency."""
     raw = text.strip()
     if raw.lower().endswith("/kwh"):
         raw = raw[: -len("/kwh")]
-    return parse_positive(raw.strip().lstrip("$"), f"--electricity {text!r}: USD per kWh")
+    return parse_positive(raw.strip().lstrip("$"), f"--electricity {text!r}: {currency} per kWh")
 
 
-def load_purchases(known: list[str], path: Path | None = None) -> dict[str, Purchase]:
-    label, rows = read_rows(path, SHIPPED_PURCHASES, PURCHASE_COLUMNS)
+def load_purchases(
+    known: list[str], path: Path | None = None, currency: str = DEFAULT_CURRENCY, rates: Rates | None = None
+) -> dict[str, Purchase]:
+    """Launch prices by card, in `currency` (converted at a sourced rate where quoted in another)."""
+    label, rows = read_rows(path, SHIPPED_PURCHASES, PURCHASE_COLUMNS, {"usd": "price"})
     out: dict[str, Purchase] = {}
     for _, line, r in rows:
         try:
@@ -88,30 +96,46 @@ def load_purchases(known: list[str], path: Path | None = None) -> dict[str, Purc
         except UserError:
             if path is not None:
                 raise
-            continue  # a shipped price for a card the user filtered out of the catalog
-        out[gpu] = Purchase(gpu, float(r["usd"]), f"{r['source']}, {r['date']}")  # type: ignore[arg-type]
+            continue  # a shipped price for a card the user's own catalog lacks
+        quoted, frm = float(r["price"]), str(r["currency"]).upper()  # type: ignore[arg-type]
+        value, rate = (rates or load_rates()).convert(quoted, frm, currency, f"{label}: line {line}")
+        source = f"{r['source']}, {r['date']}" + (
+            f"; {CONVERTED} {frm} {amount(quoted)} at {rate.label()}" if rate else ""
+        )
+        out[gpu] = Purchase(gpu, value, source)
     return out
 
 
-def parse_own(flags: list[str], known: list[str], amortize: str, electricity: str | None) -> Ownership | None:
-    """`--own "RTX 4090=1599"` (or `--own "RTX 4090"` for the shipped launch price) -> Ownership."""
+def parse_own(
+    flags: list[str],
+    known: list[str],
+    amortize: str,
+    electricity: str | None,
+    currency: str = DEFAULT_CURRENCY,
+    rates: Rates | None = None,
+) -> Ownership | None:
+    """`--own "RTX 4090=1599"` (in the plan's currency), or `--own "RTX 4090"` for the shipped
+    launch price -> Ownership. `known`: every catalog card, whatever --gpus selects."""
     if not flags:
         return None
-    shipped = load_purchases(known)
+    shipped = load_purchases(known, None, currency, rates)
     purchases: dict[str, Purchase] = {}
     for flag in flags:
         name, sep, value = flag.rpartition("=") if "=" in flag else (flag, "", "")
         gpu = resolve_name(name.strip(), known, "--own")
         if sep:
-            usd = parse_positive(value.strip().lstrip("$"), f"--own {flag!r}: purchase price in USD")
-            purchases[gpu] = Purchase(gpu, usd, "user --own")
+            price = parse_positive(value.strip().lstrip("$"), f"--own {flag!r}: purchase price in {currency}")
+            purchases[gpu] = Purchase(gpu, price, "user --own")
         elif gpu in shipped:
             purchases[gpu] = shipped[gpu]
         else:
             raise UserError(
                 f"--own {flag!r}: no shipped purchase price for {gpu} (shipped: "
-                f"{', '.join(shipped) or 'none'}); expected NAME=USD"
+                f"{', '.join(shipped) or 'none'}); expected NAME={currency}"
             )
     return Ownership(
-        purchases, parse_amortize(amortize), parse_electricity(electricity) if electricity else None
+        purchases,
+        parse_amortize(amortize),
+        parse_electricity(electricity, currency) if electricity else None,
+        currency,
     )

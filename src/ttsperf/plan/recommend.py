@@ -4,7 +4,10 @@ setting, what binds and over what range; one sentence and its numbers (schema.Re
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
+from ttsperf.plan.catalog import Price
+from ttsperf.plan.money import money
 from ttsperf.plan.rows import gpus_range
 from ttsperf.plan.scenarios import Scenario
 from ttsperf.plan.schema import PlanRow, Recommended
@@ -23,20 +26,21 @@ def setting_words(r: PlanRow) -> str:
 
 
 def recommend(
-    scenario: Scenario, target: Load, rows: list[PlanRow], basis_note: str
+    scenario: Scenario, target: Load, rows: list[PlanRow], basis_note: str, prices: Mapping[str, Price] = {}
 ) -> tuple[str, Recommended | None]:
     """One sentence, and its numbers: the cheapest GPU meeting the SLO for the target load, at
-    which setting, what binds and over what range; or why there is none."""
+    which setting, what binds and over what range (and whose price, from `prices`); or why there
+    is none."""
     slo = spec_of(scenario.slo) if scenario.slo else "no latency bound"  # as bench --slo takes it
     head = f"{scenario.name} ({slo}; {target.label()})"
     gpus = [r for r in rows if r.device == "gpu"]
     ok = [r for r in gpus if r.meets_slo and r.gpus_needed]
     if not ok:
         return f"{head}: {_none_meets(gpus, basis_note)}.", None
-    best, what = _cheapest(ok, scenario.objective)
+    best, what = _cheapest(ok, scenario.objective, prices)
     assert best.gpus_needed is not None
     n_range = gpus_range(target, best)
-    parts = _details(best, n_range)
+    parts = _details(best, target, n_range)
     if scenario.slo:
         parts.append(_check(scenario, target, best))
     sentence = f"{head}: {what}; " + "; ".join(parts) + f"; {basis_note}."
@@ -46,8 +50,12 @@ def recommend(
         gpus_needed_range=n_range,
         settings=best.settings,
         binding=best.binding,
+        max_streams=best.max_streams,
         max_streams_range=best.max_streams_range,
+        max_rate_rps=best.max_rate_rps,
         max_rate_range=best.max_rate_range,
+        currency=best.currency,
+        usd_per_gpu_hour=best.usd_per_gpu_hour,
         usd_per_hour=best.usd_per_hour,
         usd_per_audio_hour=best.usd_per_audio_hour,
         measured=measured(best),
@@ -67,7 +75,7 @@ def _none_meets(gpus: list[PlanRow], basis_note: str) -> str:
     )
 
 
-def _cheapest(ok: list[PlanRow], key: str) -> tuple[PlanRow, str]:
+def _cheapest(ok: list[PlanRow], key: str, prices: Mapping[str, Price]) -> tuple[PlanRow, str]:
     """The row that meets the SLO at the least `key` (usd_per_hour or usd_per_audio_hour), fewer
     GPUs and a lower E2E P99 breaking ties; without prices, the fewest GPUs."""
     priced = [r for r in ok if getattr(r, key) is not None]
@@ -75,31 +83,37 @@ def _cheapest(ok: list[PlanRow], key: str) -> tuple[PlanRow, str]:
     tail = f" (also meeting it but without a price: {', '.join(unpriced)})" if unpriced else ""
     if priced:
         best = min(priced, key=lambda r: (getattr(r, key), r.gpus_needed, r.p99_s or math.inf))
+        cur, basis = best.currency, best.basis.get("usd_per_gpu_hour")
+        rented = basis is not None and basis.kind == "sourced" and best.gpu in prices  # not owned
         return best, (
-            f"{best.gpus_needed} x {best.gpu} at ${best.usd_per_hour:.2f}/h "
-            f"(${best.usd_per_audio_hour:.4f} per audio hour) is the cheapest that meets it{tail}"
+            f"{best.gpus_needed} x {best.gpu} at {money(best.usd_per_hour, cur)}/h "
+            f"({money(best.usd_per_audio_hour, cur)} per audio hour) is the cheapest that meets it{tail}"
+            + (f"; price: {prices[best.gpu].brief()}" if rented else "")
         )
     best = min(ok, key=lambda r: (r.gpus_needed, r.p99_s or math.inf))
     return best, f"no card that meets the SLO has a price; fewest GPUs: {best.gpus_needed} x {best.gpu}"
 
 
-def _details(best: PlanRow, n_range: list[int] | None) -> list[str]:
-    """The setting, what binds, the range over the overhead's sources, measured or projected."""
+def _details(best: PlanRow, target: Load, n_range: list[int] | None) -> list[str]:
+    """The setting, what binds, the centre capacity and its range over the overhead's sources,
+    measured or projected."""
     parts = []
     if best.settings is not None:
         parts.append(f"with {best.settings.words()} (`{best.settings.serve_flags}`)")
     if best.binding:
         parts.append(f"bound by {best.binding}")
     span = best.max_streams_range or best.max_rate_range
-    if span is not None:
-        unit = "streams" if best.max_streams_range else "req/s"
-        fmt = "d" if unit == "streams" else ".3g"
-        rng = (
-            f"{format(span[0], fmt)}-{format(span[1], fmt)} {unit} per GPU over the overhead's sourced range"
-        )
-        if n_range is not None and n_range[0] != n_range[1]:
-            rng += f", so {n_range[0]}-{n_range[1]} GPUs"
-        parts.append(rng)
+    streams = target.kind == "streams"
+    unit, fmt = ("streams", "d") if streams else ("req/s", ".3g")
+    centre = best.max_streams if streams else best.max_rate_rps
+    if centre is not None:  # the centre, then the range over the overhead's sourced ends
+        cap = f"{format(centre, fmt)} {unit} per GPU"
+        if span is not None:
+            cap += f" ({format(span[0], fmt)}-{format(span[1], fmt)} over the overhead's sourced range"
+            if n_range is not None and n_range[0] != n_range[1]:
+                cap += f", so {n_range[0]}-{n_range[1]} GPUs"
+            cap += ")"
+        parts.append(cap)
     parts.append(
         "its step times measured by a profile of this card"
         if measured(best)

@@ -43,22 +43,23 @@ LATENCY_KEYS = ("step_ms", "p50_s", "p99_s", "ttfa_p99_s", "rtf_p99", "underrun_
 
 @dataclass(frozen=True)
 class Price:
-    """USD per GPU-hour of a card, and where it comes from."""
+    """A card's price per GPU-hour in the plan's currency, and where it comes from."""
 
-    usd_per_gpu_hour: float | None
+    per_gpu_hour: float | None
     basis: Basis | None
 
 
 def price(card: Card, ctx: PlanContext, at_capacity: SimResult | None) -> Price:
-    """USD per GPU-hour: owned (amortised + electricity at capacity) or the cheapest rental price."""
+    """Per GPU-hour in the plan's currency: owned (amortised + electricity at capacity) or the
+    cheapest rental price."""
     if ctx.own is not None and card.name in ctx.own.purchases:
         watts = card.tdp_w * at_capacity.busy_fraction if card.tdp_w and at_capacity else None
-        usd, how = ctx.own.usd_per_gpu_hour(card.name, watts)
+        usd, how = ctx.own.per_gpu_hour(card.name, watts)
         return Price(usd, Basis(kind="projected", how=f"owned: {how}"))
     p = ctx.catalog.prices.get(card.name)
     if p is None:
         return Price(None, None)
-    return Price(p.usd_per_gpu_hour, Basis(kind="sourced", how=p.label()))
+    return Price(p.per_gpu_hour, Basis(kind="sourced", how=p.label()))
 
 
 def per_gpu(target: Load, capacity: float) -> tuple[Load, int]:
@@ -142,7 +143,8 @@ def plan_row(card: Card, scenario: Scenario, target: Load, ctx: PlanContext, sim
         note = card.note or f"does not fit: one sequence needs {card.memory.total(1, w) / 2**30:.2f} GiB"
         return PlanRow(
             gpu=card.name, fits=False, max_batch=maxb, meets_slo=False, memory_bytes=memory, note=note,
-            basis=basis, device=card.device, usd_per_gpu_hour=p.usd_per_gpu_hour, **_NO_LOAD,
+            basis=basis, device=card.device, usd_per_gpu_hour=p.per_gpu_hour, **_NO_LOAD,
+            currency=ctx.catalog.currency,
         )  # fmt: skip
     q = Search(card, scenario, "streams" if target.kind == "streams" else "rate", ctx, sims)
     best, searched = search(q, maxb)
@@ -157,7 +159,7 @@ def plan_row(card: Card, scenario: Scenario, target: Load, ctx: PlanContext, sim
         numbers = _at_capacity(card, best, scenario, target, ctx, p, basis, notes)
     else:
         numbers = _at_least_load(best.cap, scenario, target, ctx, best.engine.step, basis, notes)
-    if p.usd_per_gpu_hour is None:
+    if p.per_gpu_hour is None:
         notes.append("no price: supply one with --price, --prices or --own")
     if span is not None:
         numbers["max_streams_range" if q.kind == "streams" else "max_rate_range"] = (
@@ -165,7 +167,8 @@ def plan_row(card: Card, scenario: Scenario, target: Load, ctx: PlanContext, sim
         )
     return PlanRow(
         gpu=card.name, fits=True, max_batch=maxb, meets_slo=best.cap.value > 0, memory_bytes=memory,
-        note="; ".join(notes), basis=basis, device=card.device, usd_per_gpu_hour=p.usd_per_gpu_hour,
+        note="; ".join(notes), basis=basis, device=card.device, usd_per_gpu_hour=p.per_gpu_hour,
+        currency=ctx.catalog.currency,
         settings=row_settings(card, best, searched, ctx), binding=bound, binding_how=bound_how,
         **numbers,
     )  # fmt: skip
@@ -224,7 +227,7 @@ def _at_capacity(
         kind="projected", how=f"ceil(gpus_needed / {ctx.gpus_per_machine} GPUs per machine)"
     )
     throughput = cap.result.audio_throughput
-    usd = p.usd_per_gpu_hour
+    usd = p.per_gpu_hour
     if usd is not None:
         out["usd_per_hour"] = gpus * usd
         out["usd_per_audio_hour"] = usd / throughput

@@ -76,9 +76,12 @@ class PlanRow(BaseModel):
     gpus_needed: int | None
     replicas: int | None = Field(None, description="`serve --ray` replicas at one GPU each (= gpus_needed)")
     machines: int | None = Field(None, description="ceil(gpus_needed / inputs.gpus_per_machine)")
-    usd_per_gpu_hour: float | None
-    usd_per_hour: float | None = Field(description="gpus_needed x usd_per_gpu_hour")
-    usd_per_audio_hour: float | None = Field(description="at the most load per GPU meeting the SLO")
+    currency: str = Field("USD", description="of the three usd_per_* costs (named before --currency)")
+    usd_per_gpu_hour: float | None = Field(description="in `currency`; basis says the price row and any rate")
+    usd_per_hour: float | None = Field(description="gpus_needed x usd_per_gpu_hour, in `currency`")
+    usd_per_audio_hour: float | None = Field(
+        description="at the most load per GPU meeting the SLO, in `currency`"
+    )
     watts: float | None = Field(None, description="TDP x busy fraction at the target load per GPU")
     kwh_per_audio_hour: float | None = Field(None, description="energy per audio hour at capacity")
     memory_bytes: dict[str, float] = Field(description="memory model at max_batch")
@@ -125,8 +128,12 @@ class Recommended(BaseModel):
     gpus_needed_range: list[int] | None = None
     settings: RowSettings | None
     binding: str | None
+    max_streams: int | None = Field(None, description="centre streams per GPU meeting the SLO")
     max_streams_range: list[int] | None = None
+    max_rate_rps: float | None = Field(None, description="centre requests/s per GPU meeting the SLO")
     max_rate_range: list[float] | None = None
+    currency: str = Field("USD", description="of usd_per_gpu_hour, usd_per_hour, usd_per_audio_hour")
+    usd_per_gpu_hour: float | None = None
     usd_per_hour: float | None
     usd_per_audio_hour: float | None
     measured: bool = Field(description="the card was profiled (its step times are measured)")
@@ -152,6 +159,8 @@ class PlanInputs(BaseModel):
     model: dict[str, float | int | str] = Field(description="sizes the memory model starts from, with how")
     catalog: str
     prices: str
+    currency: str = Field("USD", description="every cost of the plan is in it (--currency)")
+    fx: list[str] = Field(default_factory=list, description="exchange rates that converted a price")
     defaults: dict[str, Default]
     seed: int
     requests_per_simulation: int

@@ -11,6 +11,7 @@ from pydantic_settings import SettingsConfigDict
 from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE
+from ttsperf.plan.money import currency_code
 from ttsperf.plan.simulate import ENGINES
 from ttsperf.settings import Flag, Layered
 
@@ -33,11 +34,18 @@ class PlanSettings(Layered):
     catalog: str | None = Field(None, description="GPU catalog CSV (default: the shipped one).")
     prices: str | None = Field(
         None,
-        description="Price CSV merged over the shipped one: the cards it names take its prices "
-        "(gpu,usd_per_gpu_hour,source).",
+        description="A shipped price set instead of the default, for the cards it prices "
+        "(e.g. aliyun), or a CSV merged over the default: the cards it names take its prices "
+        "(gpu,currency,per_gpu_hour,source).",
     )
     price: Annotated[list[str], Flag(repeat=True)] = Field(
-        [], description='Override one card: "RTX 4090=0.5" (USD/GPU-hour; repeatable).'
+        [], description='Override one card: "RTX 4090=0.5" (per GPU-hour in --currency; repeatable).'
+    )
+    currency: str = Field(
+        "USD", description="Currency of every cost (USD, CNY, ...); other prices converted at a sourced rate."
+    )
+    fx: Annotated[list[str], Flag(repeat=True)] = Field(
+        [], description='Exchange rate over the shipped data/fx.csv: "USD:CNY=7.2" = 1 USD is 7.2 CNY.'
     )
     dtype: str | None = Field(None, description="fp16 | bf16 | fp32 (default: the profile's, else fp16).")
     audio_seconds: float = Field(8.0, description="Audio per request (the guide's 8 s).")
@@ -70,7 +78,9 @@ class PlanSettings(Layered):
         [], description='Bought, not rented: "RTX 4090" (launch price shipped) or "A100 40GB PCIe=9000".'
     )
     amortize: str = Field("3y", description="Spread an owned card's price over 3y, 36m, ...")
-    electricity: str | None = Field(None, description="USD per kWh for owned cards, e.g. 0.15.")
+    electricity: str | None = Field(
+        None, description="Price per kWh for owned cards (--currency), e.g. 0.15."
+    )
     memory_at: int | None = Field(None, description="Also show the memory breakdown at this batch.")
     requests: int = Field(
         1000,
@@ -108,6 +118,7 @@ class PlanSettings(Layered):
             raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {self.engine!r}")
         if self.memory_at is not None and self.memory_at < 1:
             raise UserError(f"--memory-at: expected a batch >= 1, found {self.memory_at}")
+        self.currency = currency_code(self.currency, "--currency")
         if self.gpus_per_machine < 1:
             raise UserError(f"--gpus-per-machine: expected >= 1, found {self.gpus_per_machine}")
         return self
@@ -116,7 +127,7 @@ class PlanSettings(Layered):
         """--predict: one device at one load; the settings it does not use said so, not ignored."""
         unused = [
             name for name in ("scenario", "slo", "catalog", "prices", "price", "slot_tokens", "own",
-                              "electricity", "memory_at")
+                              "electricity", "memory_at", "fx")
             if getattr(self, name)
         ] + (["mode"] if self.mode != "best" else [])  # fmt: skip
         if unused:
