@@ -1,0 +1,113 @@
+"""A scenario's recommendation as one sentence in the reader's language, built from the plan's
+structured fields (`recommended`, the rows, the SLO and the load), not from plan's English text.
+
+In English it reads as plan's own sentence without the plan-wide basis note (a test holds the two
+together); in another language every word comes from that language's catalog (ttsperf.i18n),
+and the numbers, units, card names and commands are the same.
+"""
+
+from __future__ import annotations
+
+from ttsperf.i18n import _
+from ttsperf.plan.schema import PlanRow, ScenarioPlan
+from ttsperf.report.answer import _get, binding_text, cost_text, is_gpu, row_of
+
+READS_A_STREAM = ("ttfa", "underrun")  # SLO metrics that exist only for a streamed response
+
+
+def load_text(load: dict) -> str:
+    value, kind = float(load["value"]), load["kind"]
+    if kind == "streams":
+        return _("{n} streams").format(n=f"{value:g}")
+    return _("{n} req/s ({kind})").format(n=f"{value:.3g}", kind=kind)
+
+
+def head_text(sc: ScenarioPlan) -> str:
+    slo = sc.slo.spec or _("no latency bound")
+    return _("{scenario} ({slo}; {load})").format(scenario=sc.scenario, slo=slo, load=load_text(sc.load))
+
+
+def _no_card(sc: ScenarioPlan) -> str:
+    fits = [r for r in sc.rows if is_gpu(r) and r.fits and r.ttfa_p99_s is not None]
+    if not fits:
+        return _("no card in the selection fits the workload")
+    best = min(fits, key=lambda r: r.ttfa_p99_s)
+    return _(
+        "no card meets the SLO; the closest is {gpu} (TTFA P99 {ttfa} s, E2E P99 {e2e} s at the least load)"
+    ).format(gpu=best.gpu, ttfa=f"{best.ttfa_p99_s:.3f}", e2e=f"{best.p99_s:.2f}")
+
+
+def _what(sc: ScenarioPlan, rec, row: PlanRow | None) -> str:
+    count, gpu = _get(rec, "gpus_needed"), _get(rec, "gpu")
+    per_hour, per_audio_hour = _get(rec, "usd_per_hour"), _get(rec, "usd_per_audio_hour")
+    if _get(rec, sc.objective) is None:
+        return _("no card that meets the SLO has a price; fewest GPUs: {count} x {gpu}").format(
+            count=count, gpu=gpu
+        )
+    unpriced = [
+        r.gpu
+        for r in sc.rows
+        if is_gpu(r) and r.meets_slo and r.gpus_needed and _get(r, sc.objective) is None
+    ]
+    what = _("{count} x {gpu} ({cost}) is the cheapest that meets it").format(
+        count=count, gpu=gpu, cost=cost_text(per_hour, per_audio_hour, count)
+    )
+    if unpriced:
+        what += _(" (also meeting it but without a price: {gpus})").format(gpus=", ".join(unpriced))
+    return what
+
+
+def _range(rec) -> str | None:
+    span, n = _get(rec, "max_streams_range"), _get(rec, "gpus_needed_range")
+    if span is None:
+        span = _get(rec, "max_rate_range")
+        if span is None:
+            return None
+        text = _("{low}-{high} req/s per GPU over the overhead's sourced range")
+        text = text.format(low=f"{span[0]:.3g}", high=f"{span[1]:.3g}")
+    else:
+        text = _("{low}-{high} streams per GPU over the overhead's sourced range").format(
+            low=span[0], high=span[1]
+        )
+    if n and n[0] != n[1]:
+        text += _(", so {low}-{high} GPUs").format(low=n[0], high=n[1])
+    return text
+
+
+def _check(sc: ScenarioPlan, row: PlanRow | None) -> str | None:
+    """The bench command that checks the plan's answer (plan's own sentence ends with it)."""
+    if not sc.slo.limits or row is None:
+        return None
+    if sc.load["kind"] == "streams":
+        load = f"--concurrency {row.max_streams}"
+    else:
+        load = f"--rate {row.max_rate_rps:.3g}"
+    stream = " --stream" if any(k.startswith(READS_A_STREAM) for k in sc.slo.limits) else ""
+    command = f"ttsperf bench URL{stream} {load} --requests 400 --slo {sc.slo.spec}"
+    return _("check it with `{command}`").format(command=command)
+
+
+def sentence(sc: ScenarioPlan) -> str:
+    """The scenario's recommendation in the current language (ttsperf.i18n.use)."""
+    rec = sc.recommended
+    if rec is None:
+        return _("{head}: {body}.").format(head=head_text(sc), body=_no_card(sc))
+    row = row_of(sc, rec.gpu)
+    parts = [_what(sc, rec, row)]
+    if (st := rec.settings) is not None:
+        words = _("{mode}, {dtype}, first chunk {n} steps").format(
+            mode=st.mode, dtype=st.dtype, n=st.first_chunk_steps
+        )
+        parts.append(_("with {settings} (`{flags}`)").format(settings=words, flags=st.serve_flags))
+    if rec.binding:
+        parts.append(_("bound by {binding}").format(binding=binding_text(rec.binding)))
+    if (rng := _range(rec)) is not None:
+        parts.append(rng)
+    parts.append(
+        _("its step times measured by a profile of this card")
+        if rec.measured
+        else _("projected, not measured on this card: run `ttsperf profile` on it")
+    )
+    if (check := _check(sc, row)) is not None:
+        parts.append(check)
+    return _("{head}: {body}.").format(head=head_text(sc), body=_("; ").join(parts))
