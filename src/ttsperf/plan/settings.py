@@ -10,6 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from ttsperf import facts as F
 from ttsperf.errors import UserError
+from ttsperf.i18n import resolve
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE
 from ttsperf.plan.simulate import ENGINES
 from ttsperf.settings import Flag, Layered
@@ -81,6 +82,9 @@ class PlanSettings(Layered):
         DEFAULT_GPUS_PER_MACHINE,
         description="Cards per machine, for the machines column (8: cloud GPU servers).",
     )
+    lang: str | None = Field(
+        None, description="Language of the answer lines: en | zh (default: TTSPERF_LANG, else the locale)."
+    )
 
     def first_chunk(self) -> int:
         """Steps before the first audio: the setting, else the official 24 (plan searches from it)."""
@@ -110,6 +114,8 @@ class PlanSettings(Layered):
             raise UserError(f"--memory-at: expected a batch >= 1, found {self.memory_at}")
         if self.gpus_per_machine < 1:
             raise UserError(f"--gpus-per-machine: expected >= 1, found {self.gpus_per_machine}")
+        if self.lang is not None:
+            resolve(self.lang)  # an unknown language is named here, before minutes of planning
         return self
 
     def for_predict(self) -> PlanSettings:

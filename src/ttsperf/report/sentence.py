@@ -8,7 +8,7 @@ and the numbers, units, card names and commands are the same.
 
 from __future__ import annotations
 
-from ttsperf.i18n import _
+from ttsperf.i18n import SOURCE, _, use
 from ttsperf.plan.schema import PlanRow, ScenarioPlan
 from ttsperf.report.answer import _get, binding_text, cost_text, is_gpu, row_of
 
@@ -85,6 +85,14 @@ def _check(sc: ScenarioPlan, row: PlanRow | None) -> str | None:
     stream = " --stream" if any(k.startswith(READS_A_STREAM) for k in sc.slo.limits) else ""
     command = f"ttsperf bench URL{stream} {load} --requests 400 --slo {sc.slo.spec}"
     return _("check it with `{command}`").format(command=command)
+
+
+def said(sc: ScenarioPlan, lang: str) -> str:
+    """The answer in `lang`: plan's own sentence in English, else one built from its fields."""
+    if lang == SOURCE:
+        return sc.recommendation
+    with use(lang):
+        return sentence(sc)
 
 
 def sentence(sc: ScenarioPlan) -> str:
