@@ -133,3 +133,14 @@ def test_plan_prints_its_answer_in_chinese_with_lang_zh(monkeypatch):
     assert "满足要求的最便宜方案是" in re.sub(r"\s+", "", CliRunner().invoke(app, args).output)
     bad = CliRunner().invoke(app, [*args, "--lang", "fr"])
     assert bad.exit_code == 2 and "--lang 'fr': expected one of en, zh" in bad.output
+
+
+def test_a_plan_without_recommended_gets_its_cheapest_row_in_the_sentence(results):
+    """A plan written before plan recorded `recommended`: the sentence names the same card as the box."""
+    path, plan = read_inputs([results / "plan.json"]).plans[0]
+    sc = plan.scenarios[0].model_copy(update={"recommended": None})
+    card = dict(answer(path, sc).fields)["card"]
+    with use("zh"):
+        zh = sentence(sc)
+    gpu = card.split(" x ", 1)[1]
+    assert f"满足要求的最便宜方案是 {card.split(' x ')[0]} 张 {gpu}" in zh and "没有显卡满足" not in zh

@@ -9,8 +9,9 @@ and the numbers, units, card names and commands are the same.
 from __future__ import annotations
 
 from ttsperf.i18n import SOURCE, _, use
-from ttsperf.plan.schema import PlanRow, ScenarioPlan
-from ttsperf.report.answer import _get, binding_text, cost_text, is_gpu, row_of
+from ttsperf.plan.schema import PlanRow, Recommended, ScenarioPlan
+from ttsperf.report.answer import binding_text, cheapest_row, cost_text, row_of
+from ttsperf.report.cost_chart import is_gpu
 
 READS_A_STREAM = ("ttfa", "underrun")  # SLO metrics that exist only for a streamed response
 
@@ -37,30 +38,30 @@ def _no_card(sc: ScenarioPlan) -> str:
     ).format(gpu=best.gpu, ttfa=f"{best.ttfa_p99_s:.3f}", e2e=f"{best.p99_s:.2f}")
 
 
-def _what(sc: ScenarioPlan, rec, row: PlanRow | None) -> str:
-    count, gpu = _get(rec, "gpus_needed"), _get(rec, "gpu")
-    per_hour, per_audio_hour = _get(rec, "usd_per_hour"), _get(rec, "usd_per_audio_hour")
-    if _get(rec, sc.objective) is None:
+def _what(sc: ScenarioPlan, rec: Recommended, row: PlanRow | None) -> str:
+    """The card, count and cost; plan ranks by `objective` (a row's $/h or $/audio-h)."""
+    count, gpu = rec.gpus_needed, rec.gpu
+    if row is None or getattr(row, sc.objective, None) is None:
         return _("no card that meets the SLO has a price; fewest GPUs: {count} x {gpu}").format(
             count=count, gpu=gpu
         )
     unpriced = [
         r.gpu
         for r in sc.rows
-        if is_gpu(r) and r.meets_slo and r.gpus_needed and _get(r, sc.objective) is None
+        if is_gpu(r) and r.meets_slo and r.gpus_needed and getattr(r, sc.objective, None) is None
     ]
     what = _("{count} x {gpu} ({cost}) is the cheapest that meets it").format(
-        count=count, gpu=gpu, cost=cost_text(per_hour, per_audio_hour, count)
+        count=count, gpu=gpu, cost=cost_text(rec.usd_per_hour, rec.usd_per_audio_hour, count)
     )
     if unpriced:
         what += _(" (also meeting it but without a price: {gpus})").format(gpus=", ".join(unpriced))
     return what
 
 
-def _range(rec) -> str | None:
-    span, n = _get(rec, "max_streams_range"), _get(rec, "gpus_needed_range")
+def _range(rec: Recommended) -> str | None:
+    span, n = rec.max_streams_range, rec.gpus_needed_range
     if span is None:
-        span = _get(rec, "max_rate_range")
+        span = rec.max_rate_range
         if span is None:
             return None
         text = _("{low}-{high} req/s per GPU over the overhead's sourced range")
@@ -95,9 +96,21 @@ def said(sc: ScenarioPlan, lang: str) -> str:
         return sentence(sc)
 
 
+def _from_row(r: PlanRow) -> Recommended:
+    """What a plan written before `recommended` existed recommends: its cheapest row meeting the SLO."""
+    fitted = r.basis.get("step.t_fixed")
+    return Recommended(
+        gpu=r.gpu, gpus_needed=r.gpus_needed or 1, settings=r.settings, binding=r.binding,
+        max_streams_range=r.max_streams_range, max_rate_range=r.max_rate_range, usd_per_hour=r.usd_per_hour,
+        usd_per_audio_hour=r.usd_per_audio_hour, measured=fitted is not None and fitted.kind == "measured",
+    )  # fmt: skip
+
+
 def sentence(sc: ScenarioPlan) -> str:
     """The scenario's recommendation in the current language (ttsperf.i18n.use)."""
     rec = sc.recommended
+    if rec is None and (row := cheapest_row(sc)) is not None:
+        rec = _from_row(row)
     if rec is None:
         return _("{head}: {body}.").format(head=head_text(sc), body=_no_card(sc))
     row = row_of(sc, rec.gpu)
