@@ -19,6 +19,7 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 
@@ -33,7 +34,8 @@ def find_chromium() -> str | None:
 @dataclass
 class PageResult:
     png: bytes
-    boxes: dict[str, dict[str, float]]  # element id -> x, y, width, height (page coordinates)
+    # element id (or tag + index) -> x, y, width, height (page coordinates) and text as shown
+    boxes: dict[str, dict[str, Any]]
     errors: list[str] = field(default_factory=list)  # console errors, exceptions, failed loads
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     title: str = ""
@@ -101,9 +103,9 @@ async def _render(url: str, selector: str, width: int, ws_url: str) -> PageResul
             await cdp.call("Emulation.setDeviceMetricsOverride", s, width=width, height=height,
                            deviceScaleFactor=1, mobile=False)  # fmt: skip
         js = (
-            f"JSON.stringify(Array.from(document.querySelectorAll({json.dumps(selector)})).map(e => {{"
-            "const r = e.getBoundingClientRect(); return [e.id, {x: r.x + scrollX, y: r.y + scrollY, "
-            "width: r.width, height: r.height}]}))"
+            f"JSON.stringify(Array.from(document.querySelectorAll({json.dumps(selector)})).map((e, i) => {{"
+            "const r = e.getBoundingClientRect(); return [e.id || e.tagName.toLowerCase() + i, "
+            "{x: r.x + scrollX, y: r.y + scrollY, width: r.width, height: r.height, text: e.innerText}]}))"
         )
         boxes = dict(json.loads((await cdp.call("Runtime.evaluate", s, expression=js))["result"]["value"]))
         title = (await cdp.call("Runtime.evaluate", s, expression="document.title"))["result"]["value"]

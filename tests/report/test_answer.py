@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from ttsperf.report.answer import UNKNOWN, answer, cheapest_row
+from ttsperf.report.answer import UNKNOWN, answer, cheapest_row, money
 from ttsperf.report.build import build_report
 from ttsperf.report.cost_chart import axis, cost_svg
 from ttsperf.report.document import Table
@@ -41,8 +41,12 @@ def test_a_plan_without_recommended_gets_the_cheapest_gpu_meeting_the_slo(result
     a = answer(path, sc)
     fields = dict(a.fields)
     assert fields["card"] == f"{best.gpus_needed} x {best.gpu}"
-    assert fields["cost"] == f"${best.usd_per_audio_hour:.4g} per audio hour"
-    for unknown in ("setting", "range", "binding limit"):
+    assert fields["cost"] == (
+        f"{money(best.usd_per_hour)}/h for {best.gpus_needed} GPU(s); "
+        f"{money(best.usd_per_audio_hour)} per audio hour"
+    )
+    assert fields["per GPU"] == f"{best.max_streams} streams"  # the row's centre; no range then
+    for unknown in ("setting", "binding limit"):
         assert fields[unknown] == UNKNOWN, unknown
     assert UNKNOWN in fields["basis"] and a.serve_flags is None and "cheapest GPU" in a.basis
 
@@ -70,11 +74,12 @@ def test_the_plans_recommended_object_fills_the_box_and_tops_the_page(results, t
            "measured": False}  # fmt: skip
     sc2 = sc.model_copy(update={"recommended": rec})
     fields = dict(answer(path, sc2).fields)
+    l4 = next(r for r in sc.rows if r.gpu == "L4")  # the centre comes from the card's row
     assert fields == {
         "card": "7 x L4 (5-9 across the overhead's range)",
         "setting": "fp16, cuda-graphs, 3 ms step overhead, first chunk 12 steps, max batch 32",
+        "per GPU": f"{l4.max_streams} streams (3-5 across the overhead's range)",
         "cost": "$0.0123 per audio hour",
-        "range": "3-5 streams per GPU",
         "binding limit": "playback underrun (the stream stalls)",
         "basis": "projected, not measured on this card",
     }
@@ -97,7 +102,9 @@ def test_a_recommended_object_with_nulls_says_what_the_plan_did_not_give(results
            "usd_per_audio_hour": None, "measured": True}  # fmt: skip
     fields = dict(answer(path, sc.model_copy(update={"recommended": rec})).fields)
     assert fields["card"] == "2 x T4" and fields["basis"] == "measured: a profile of this card"
-    assert fields["binding limit"] == fields["range"] == "not given by the plan"
+    assert fields["binding limit"] == fields["cost"] == "not given by the plan"
+    t4 = next(r for r in sc.rows if r.gpu == "T4")
+    assert fields["per GPU"] == f"{t4.max_streams} streams"
 
 
 def test_the_cost_chart_plots_the_scenarios_slo_metric_and_its_limit(results):
@@ -137,4 +144,5 @@ def test_the_real_plans_recommended_object_and_a_rate_load(results):
             "max_streams_range": None, "max_rate_range": [0.8123, 1.25], "usd_per_audio_hour": 0.01,
             "measured": False}  # fmt: skip
     fields = dict(answer(path, sc.model_copy(update={"recommended": rate})).fields)
-    assert fields["range"] == "0.812-1.25 req/s per GPU" and fields["binding limit"] == "decode throughput"
+    # a rate load: the row of this streams plan holds no req/s centre, so the range alone
+    assert fields["per GPU"] == "0.812-1.25 req/s" and fields["binding limit"] == "decode throughput"

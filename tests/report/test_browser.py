@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections import Counter
 
 import pytest
 from PIL import Image
@@ -82,3 +83,25 @@ def test_the_check_catches_a_blank_chart(chromium, tmp_path):
     )
     with pytest.raises(AssertionError, match="chart-empty is blank"):
         _check_page(page, tmp_path, min_charts=1)
+
+
+def test_the_chinese_report_reads_chinese_in_the_browser_with_the_same_numbers(chromium, results, tmp_path):
+    """`report --lang zh` as a reader sees it: the title, headings and answer box in Chinese, the
+    charts drawn, and every number of the answer box and headings as in the English page."""
+    zh = write_report([results], tmp_path / "zh" / "r.html", "zh")
+    en = write_report([results], tmp_path / "en" / "r.html")
+    _check_page(zh.html, tmp_path, min_charts=7)
+    shown = "h1, h2, #answer dt, #answer dd, #recommendation"
+    zh_page, en_page = render(zh.html, selector=shown), render(en.html, selector=shown)
+    assert zh_page.title == "ttsperf 报告" and en_page.title == "ttsperf report"
+    assert list(zh_page.boxes) == list(en_page.boxes)
+    han, number = re.compile(r"[\u4e00-\u9fff]"), re.compile(r"\d+(?:,\d{3})*(?:\.\d+)?")
+    for key, box in zh_page.boxes.items():
+        text = box["text"]
+        if key.startswith(("h1", "h2", "dt")):
+            assert han.search(text), (key, text)
+        if key.startswith(("h1", "h2", "dd")):
+            assert Counter(number.findall(text)) == Counter(number.findall(en_page.boxes[key]["text"])), key
+    labels = [b["text"] for k, b in zh_page.boxes.items() if k.startswith("dt")]
+    assert labels == ["显卡", "配置", "单卡容量", "成本", "瓶颈", "依据"], labels
+    assert "满足要求的最便宜方案是" in zh_page.boxes["recommendation"]["text"]

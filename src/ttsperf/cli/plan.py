@@ -14,6 +14,7 @@ from ttsperf.cli.common import print_json, write_json
 from ttsperf.cli.options import settings_command
 from ttsperf.console import console
 from ttsperf.errors import UserError
+from ttsperf.i18n import SOURCE, resolve
 from ttsperf.plan.api import make_plan
 from ttsperf.plan.catalog import Price, load_catalog, split_names
 from ttsperf.plan.money import CONVERTED, amount, load_rates, unit
@@ -51,7 +52,9 @@ def _gib(x: float) -> str:
     return f"{x / 2**30:.3f}"
 
 
-def render(plan: Plan, console: Console, memory_at: int | None, wide: bool = False) -> None:
+def render(
+    plan: Plan, console: Console, memory_at: int | None, wide: bool = False, lang: str = SOURCE
+) -> None:
     i = plan.inputs
     w = i.workload
     console.print(
@@ -88,8 +91,16 @@ def render(plan: Plan, console: Console, memory_at: int | None, wide: bool = Fal
     )
     for rate in i.fx:
         console.print(f"~ {i.currency} converted at {rate}", highlight=False)
-    for sc in plan.scenarios:
-        console.print(f"[bold]{sc.scenario}:[/bold] {sc.recommendation}")
+    for sc in plan.scenarios:  # the answer, in the reader's language (--lang)
+        console.print(f"[bold]{sc.scenario}:[/bold] {_answer(sc, lang)}")
+
+
+def _answer(sc: ScenarioPlan, lang: str) -> str:
+    if lang == SOURCE:
+        return sc.recommendation
+    from ttsperf.report.sentence import said  # the report's words (and matplotlib): only when asked
+
+    return said(sc, lang)
 
 
 def setting_cell(r: PlanRow) -> str:
@@ -380,7 +391,7 @@ def register(app: typer.Typer) -> None:
             print_json(data)
         else:
             # rich wraps at 80 columns when stdout is not a terminal; the table needs ~140
-            render(plan, console(), settings.memory_at, wide)
+            render(plan, console(), settings.memory_at, wide, resolve(settings.lang))
 
 
 def _list_prices(settings: PlanSettings, as_json: bool) -> None:

@@ -20,21 +20,31 @@ def report(
         Path("report.html"), "-o", "--out", help="The HTML page; report.md goes beside it."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print what was written as JSON."),
+    lang: str = typer.Option(
+        None,
+        "--lang",
+        help="Language of the page: en | zh (default: TTSPERF_LANG, else the locale, else en). "
+        "Numbers, units and commands stay as they are.",
+    ),
 ) -> None:
     """One self-contained HTML page (charts inline, no network) and a Markdown copy from any mix of
     bench runs, profiles, plans and demo folders.
 
     Example: ttsperf report runs/demo runs/bench-4090/run.json -o report.html
+
+    In Chinese: ttsperf report runs/demo --lang zh -o report-zh.html
     """
+    from ttsperf.i18n import resolve
     from ttsperf.report import write_report
 
-    w = write_report(list(paths or []), out)
+    w = write_report(list(paths or []), out, resolve(lang))
     if as_json:
         print_json(
             {
                 "html": str(w.html),
                 "markdown": str(w.markdown),
                 "charts": len(w.report.charts()),
+                "lang": resolve(lang),
                 "recommendation": w.report.recommendation,
                 "answer": None
                 if (a := w.report.answer) is None

@@ -10,6 +10,7 @@ from pydantic_settings import SettingsConfigDict
 
 from ttsperf import facts as F
 from ttsperf.errors import UserError
+from ttsperf.i18n import resolve
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE
 from ttsperf.plan.money import currency_code
 from ttsperf.plan.simulate import ENGINES
@@ -91,6 +92,9 @@ class PlanSettings(Layered):
         DEFAULT_GPUS_PER_MACHINE,
         description="Cards per machine, for the machines column (8: cloud GPU servers).",
     )
+    lang: str | None = Field(
+        None, description="Language of the answer lines: en | zh (default: TTSPERF_LANG, else the locale)."
+    )
 
     def first_chunk(self) -> int:
         """Steps before the first audio: the setting, else the official 24 (plan searches from it)."""
@@ -121,6 +125,8 @@ class PlanSettings(Layered):
         self.currency = currency_code(self.currency, "--currency")
         if self.gpus_per_machine < 1:
             raise UserError(f"--gpus-per-machine: expected >= 1, found {self.gpus_per_machine}")
+        if self.lang is not None:
+            resolve(self.lang)  # an unknown language is named here, before minutes of planning
         return self
 
     def for_predict(self) -> PlanSettings:

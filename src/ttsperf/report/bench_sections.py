@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ttsperf.bench.results import BenchRun, PointResult
 from ttsperf.charts import HLine, LineChart, Series
+from ttsperf.i18n import _
 from ttsperf.report.document import Chart, Section, Table, mb, ms, num
 
 # SLO constraints drawn as a line on the latency chart: bench's names for latency percentiles.
@@ -59,40 +60,46 @@ def pct(dist, stat: str) -> str:
 
 
 def load_section(path: Path, run: BenchRun, key: str) -> Section:
-    sec = Section(f"Load test: {', '.join(run.targets)} ({run.adapter})", [path])
+    title = _("Load test: {targets} ({adapter})").format(targets=", ".join(run.targets), adapter=run.adapter)
+    sec = Section(title, [path])
     if not run.points:
-        return sec.say("This run has no completed load points (interrupted before the first finished).")
+        return sec.say(_("This run has no completed load points (interrupted before the first finished)."))
     pts = sorted(run.points, key=lambda p: p.strategy.load)
-    sec.say(
-        f"{len(pts)} load point(s), {sum(p.requests for p in pts)} measured requests "
-        f"({pts[0].warmup} warm-up excluded); throughput = successes / window, never n / sum(latency). "
-        + ("The run was interrupted; the points shown finished." if run.interrupted else "")
-    )
+    said = _(
+        "{points} load point(s), {requests} measured requests ({warmup} warm-up excluded); "
+        "throughput = successes / window, never n / sum(latency). "
+    ).format(points=len(pts), requests=sum(p.requests for p in pts), warmup=pts[0].warmup)
+    sec.say(said + (_("The run was interrupted; the points shown finished.") if run.interrupted else ""))
     if run.slo is not None:
         verdict = {
-            "pass": "passed",
-            "fail": "failed: " + "; ".join(run.slo.failures),
-            "inconclusive": "inconclusive: " + "; ".join(run.slo.undecided),
+            "pass": _("SLO passed."),
+            "fail": _("SLO failed: {why}.").format(why="; ".join(run.slo.failures)),
+            "inconclusive": _("SLO inconclusive: {why}.").format(why="; ".join(run.slo.undecided)),
         }[run.slo.status]
-        sec.say(f"SLO {verdict}.")
+        sec.say(verdict)
     series = _pct_series(pts, "latency_s", ("p50", "p90", "p99"), "E2E")
     series += _pct_series(pts, "ttfa_s", ("p50", "p99"), "TTFA")
     if not series:  # too few requests for any bounded percentile (P50 needs n >= 6): show what n gives
         series = _pct_series(pts, "latency_s", ("mean", "max"), "E2E")
         series += _pct_series(pts, "ttfa_s", ("mean", "max"), "TTFA")
         sec.say(
-            "Too few requests per point for a percentile with its interval (P50 needs n >= 6): the chart "
-            "shows mean and max."
+            _(
+                "Too few requests per point for a percentile with its interval (P50 needs n >= 6): the chart "
+                "shows mean and max."
+            )
         )
     if any(s.intervals for s in series):
         sec.say(
-            "The pale bars on the latency chart: each percentile's confidence interval as bench reports it."
+            _(
+                "The pale bars on the latency chart: each percentile's confidence interval as bench "
+                "reports it."
+            )
         )
     if series:
         sec.blocks.append(
             Chart(
                 f"latency_{key}",
-                "Latency vs load",
+                _("Latency vs load"),
                 LineChart(
                     "Latency vs load", _xlabel(run), "latency", series, _slo_lines(run), seconds=True
                 ).svg(),
@@ -111,25 +118,25 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
     sec.blocks.append(
         Chart(
             f"throughput_{key}",
-            "Throughput vs load",
+            _("Throughput vs load"),
             LineChart("Throughput vs load", _xlabel(run), "per second", thr).svg(),
         )
     )
     sec.blocks.append(
         Table(
             [
-                "load",
+                _("load"),
                 "n",
-                "ok",
+                _("ok"),
                 "req/s",
-                "audio s/s",
+                _("audio s/s"),
                 "E2E P50",
                 "E2E P90",
                 "E2E P99",
                 "TTFA P50",
                 "TTFA P99",
-                "errors",
-            ],
+                _("errors"),
+            ],  # fmt: skip
             [
                 [
                     p.label,
@@ -146,22 +153,24 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
                 ]
                 for p in pts
             ],
-            "[low, high]: the percentile's confidence interval as bench reports it (– : unbounded at this "
-            "n); – alone: no audio reported",
+            _(
+                "[low, high]: the percentile's confidence interval as bench reports it "
+                "(– : unbounded at this n); – alone: no audio reported"
+            ),
         )
     )
     return sec
 
 
 def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
-    sec = Section("Resources over the run", [path])
+    sec = Section(_("Resources over the run"), [path])
     gpu = [s for s in run.telemetry if "gpu_util" in s]
     proc = [s for s in run.telemetry if "proc_cpu_pct" in s]
     if gpu:
         sec.blocks.append(
             Chart(
                 f"gpu_{key}",
-                "GPU utilisation over the run",
+                _("GPU utilisation over the run"),
                 LineChart(
                     "GPU utilisation over the run",
                     "run time (s)",
@@ -175,7 +184,7 @@ def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
             sec.blocks.append(
                 Chart(
                     f"gpu_mem_{key}",
-                    "GPU memory over the run",
+                    _("GPU memory over the run"),
                     LineChart(
                         "GPU memory over the run",
                         "run time (s)",
@@ -191,14 +200,20 @@ def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
                 )
             )
     else:
-        notes = "; ".join(run.telemetry_notes) or "no GPU samples were taken: no local GPU, no --metrics-url"
-        sec.say(f"No GPU telemetry in this run ({notes}), so GPU utilisation and memory cannot be shown.")
+        notes = "; ".join(run.telemetry_notes) or _(
+            "no GPU samples were taken: no local GPU, no --metrics-url"
+        )
+        sec.say(
+            _(
+                "No GPU telemetry in this run ({notes}), so GPU utilisation and memory cannot be shown."
+            ).format(notes=notes)
+        )
     if proc:
-        sec.say("The server process (bench --server-pid), sampled on the request clock:")
+        sec.say(_("The server process (bench --server-pid), sampled on the request clock:"))
         sec.blocks.append(
             Chart(
                 f"server_cpu_{key}",
-                "Server process CPU over the run",
+                _("Server process CPU over the run"),
                 LineChart(
                     "Server process CPU over the run",
                     "run time (s)",
@@ -211,7 +226,7 @@ def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
         sec.blocks.append(
             Chart(
                 f"server_rss_{key}",
-                "Server process memory over the run",
+                _("Server process memory over the run"),
                 LineChart(
                     "Server process memory over the run",
                     "run time (s)",
@@ -222,7 +237,7 @@ def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
             )
         )
     elif not gpu:
-        sec.say("No server process samples either (bench without --server-pid): nothing to chart.")
+        sec.say(_("No server process samples either (bench without --server-pid): nothing to chart."))
     rows = []
     for p in sorted(run.points, key=lambda p: p.strategy.load):
         t = p.telemetry
@@ -237,6 +252,15 @@ def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
         )
     if rows:
         sec.blocks.append(
-            Table(["load", "GPU util mean", "GPU memory max", "server CPU mean", "server RSS max"], rows)
+            Table(
+                [
+                    _("load"),
+                    _("GPU util mean"),
+                    _("GPU memory max"),
+                    _("server CPU mean"),
+                    _("server RSS max"),
+                ],
+                rows,
+            )
         )
     return sec

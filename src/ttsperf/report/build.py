@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ttsperf.i18n import N_, SOURCE, _, current
 from ttsperf.report.answer import Answer, answer
 from ttsperf.report.bench_sections import load_section, telemetry_section
 from ttsperf.report.claims import claims_section
@@ -12,18 +13,21 @@ from ttsperf.report.inputs import Inputs
 from ttsperf.report.model_sections import demo_section, optimizations_section, profile_section
 from ttsperf.report.plan_section import plan_sections
 from ttsperf.report.prediction_section import prediction_section
+from ttsperf.report.sentence import sentence
 
 
 def recommendation(inputs: Inputs) -> tuple[str, Path | None, list[str]]:
     """(the one sentence at the top, the file it came from, the other scenarios' sentences).
 
     A plan's first scenario decides; without a plan, the most a bench run measured; without
-    either, what the profile says; each says what is missing for a GPU choice.
+    either, what the profile says; each says what is missing for a GPU choice. In English a plan's
+    sentence is plan's own; in another language it is built from the plan's fields.
     """
+    said = (lambda sc: sc.recommendation) if current() == SOURCE else sentence
     for path, plan in inputs.plans:
         if plan.scenarios:
             first, *rest = plan.scenarios
-            return first.recommendation, path, [sc.recommendation for sc in rest]
+            return said(first), path, [said(sc) for sc in rest]
     for path, run in inputs.bench:
         if run.points:
             best = max(run.points, key=lambda p: p.throughput_rps)
@@ -31,28 +35,54 @@ def recommendation(inputs: Inputs) -> tuple[str, Path | None, list[str]]:
                 ""
                 if run.slo is None
                 else (
-                    " and met its SLO"
+                    _(" and met its SLO")
                     if run.slo.passed
-                    else f" but failed its SLO ({'; '.join(run.slo.failures)})"
+                    else _(" but failed its SLO ({failures})").format(failures="; ".join(run.slo.failures))
                 )
             )
+            said = _(
+                "No plan among the inputs, so no GPU choice: {targets} served at most {rps} requests/s "
+                "({audio} audio s/s) at {load}{slo}; run `ttsperf plan --profile PROFILE` for GPUs and cost."
+            )
             return (
-                f"No plan among the inputs, so no GPU choice: {', '.join(run.targets)} served at most "
-                f"{best.throughput_rps:.3g} requests/s ({best.audio_seconds_per_s:.3g} audio s/s) at "
-                f"{best.label}{slo}; run `ttsperf plan --profile PROFILE` for GPUs and cost.",
+                said.format(
+                    targets=", ".join(run.targets),
+                    rps=f"{best.throughput_rps:.3g}",
+                    audio=f"{best.audio_seconds_per_s:.3g}",
+                    load=best.label,
+                    slo=slo,
+                ),
                 path,
                 [],
             )
     for path, prof in inputs.profiles:
         step = min(prof.steps, key=lambda p: (p.batch, p.context), default=None)
-        at = f"; a decode step at batch {step.batch} takes {1000 * step.seconds.value:.1f} ms" if step else ""
+        at = (
+            _("; a decode step at batch {batch} takes {ms} ms").format(
+                batch=step.batch, ms=f"{1000 * step.seconds.value:.1f}"
+            )
+            if step
+            else ""
+        )
+        said = _(
+            "No plan among the inputs, so no GPU choice: {config} {dtype} was profiled on {device}{at}; "
+            "run `ttsperf plan --profile {path}` for GPUs and cost."
+        )
         return (
-            f"No plan among the inputs, so no GPU choice: {prof.model.config} {prof.model.dtype} was "
-            f"profiled on {prof.device.name}{at}; run `ttsperf plan --profile {path}` for GPUs and cost.",
+            said.format(
+                config=prof.model.config, dtype=prof.model.dtype, device=prof.device.name, at=at, path=path
+            ),
             path,
             [],
         )
-    return "No plan, bench run or profile among the inputs: nothing to recommend from.", None, []
+    return _("No plan, bench run or profile among the inputs: nothing to recommend from."), None, []
+
+
+MISSING = (
+    N_("latency, throughput and telemetry: no bench run (`ttsperf bench -o DIR` writes run.json)"),
+    N_("memory and step time vs batch: no profile (ttsperf profile -o profile.json)"),
+    N_("cost table and Pareto chart: no plan (ttsperf plan --json -o plan.json)"),
+)
 
 
 def lead_answer(inputs: Inputs) -> Answer | None:
@@ -88,15 +118,8 @@ def build_report(inputs: Inputs) -> Report:
         sections.append(demo_section(path, summary))
     sentence, source, others = recommendation(inputs)
     missing = [
-        what
-        for what, present in (
-            (
-                "latency, throughput and telemetry: no bench run (`ttsperf bench -o DIR` writes run.json)",
-                inputs.bench,
-            ),
-            ("memory and step time vs batch: no profile (ttsperf profile -o profile.json)", inputs.profiles),
-            ("cost table and Pareto chart: no plan (ttsperf plan --json -o plan.json)", inputs.plans),
-        )
+        _(what)
+        for what, present in zip(MISSING, (inputs.bench, inputs.profiles, inputs.plans), strict=True)
         if not present
     ]
     return Report(

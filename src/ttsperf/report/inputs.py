@@ -20,6 +20,7 @@ from pydantic import ValidationError
 from ttsperf.bench.results import SCHEMA as BENCH_SCHEMA
 from ttsperf.bench.results import BenchRun
 from ttsperf.errors import UserError
+from ttsperf.i18n import N_
 from ttsperf.plan.predict import Prediction
 from ttsperf.plan.schema import PLAN_SCHEMA, PLAN_VERSION, Plan
 from ttsperf.profile.schema import (
@@ -61,12 +62,12 @@ class Inputs:
 
     def files(self) -> list[tuple[Path, str]]:
         kinds = (
-            ("bench run", self.bench),
-            ("profile", self.profiles),
-            ("plan", self.plans),
-            ("prediction", self.predictions),
-            ("optimisations", self.optimizations),
-            ("demo summary", self.demos),
+            (N_("bench run"), self.bench),
+            (N_("profile"), self.profiles),
+            (N_("plan"), self.plans),
+            (N_("prediction"), self.predictions),
+            (N_("optimisations"), self.optimizations),
+            (N_("demo summary"), self.demos),
         )
         return [(p, kind) for kind, items in kinds for p, _ in items]
 

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from ttsperf.charts import LineChart, Series
+from ttsperf.i18n import _
 from ttsperf.profile.schema import ModelProfile
 from ttsperf.report.document import Chart, Section, Table, mb, num
 
@@ -20,17 +21,24 @@ def _by_context(points, value) -> list[Series]:
 
 def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
     d, m = prof.device, prof.model
-    sec = Section(f"Model profile: {m.config} {m.dtype} on {d.name}", [path])
-    weights = "synthetic weights (random values, real shapes)" if m.synthetic else "real weights"
+    sec = Section(
+        _("Model profile: {config} {dtype} on {device}").format(
+            config=m.config, dtype=m.dtype, device=d.name
+        ),
+        [path],
+    )
+    weights = _("synthetic weights (random values, real shapes)") if m.synthetic else _("real weights")
+    runtime = ", ".join(f"{k}={v}" for k, v in prof.runtime.items()) or _("not recorded")
     sec.say(
-        f"{m.parameters.get('total', sum(m.parameters.values())):,} parameters, {weights}; "
-        f"runtime: {', '.join(f'{k}={v}' for k, v in prof.runtime.items()) or 'not recorded'}."
+        _("{n} parameters, {weights}; runtime: {runtime}.").format(
+            n=f"{m.parameters.get('total', sum(m.parameters.values())):,}", weights=weights, runtime=runtime
+        )
     )
     if prof.memory:
         sec.blocks.append(
             Chart(
                 f"memory_{key}",
-                "Memory vs batch",
+                _("Memory vs batch"),
                 LineChart(
                     "Memory vs batch (profile)",
                     "batch (sequences)",
@@ -43,7 +51,7 @@ def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
         sec.blocks.append(
             Chart(
                 f"step_{key}",
-                "Decode step time vs batch",
+                _("Decode step time vs batch"),
                 LineChart(
                     "Decode step time vs batch (profile)",
                     "batch (sequences)",
@@ -53,31 +61,35 @@ def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
             )
         )
     rows = [
-        ["weights", mb(prof.weights_bytes.value), prof.weights_bytes.how],
+        [_("weights"), mb(prof.weights_bytes.value), prof.weights_bytes.how],
         [
-            "KV cache per token per sequence",
+            _("KV cache per token per sequence"),
             f"{prof.kv_bytes_per_token.value:,.0f} B",
             prof.kv_bytes_per_token.how,
         ],
     ]
     for name, meas in (
-        ("Decoder + Vocos per audio second", prof.decode_seconds_per_audio_second),
-        ("one streamed chunk's Decoder + Vocos", prof.vocoder_chunk_seconds),
-        ("fixed per-step overhead", prof.fixed_step_overhead_s),
-        ("achieved bandwidth", prof.achieved_bandwidth_gbs),
+        (_("Decoder + Vocos per audio second"), prof.decode_seconds_per_audio_second),
+        (_("one streamed chunk's Decoder + Vocos"), prof.vocoder_chunk_seconds),
+        (_("fixed per-step overhead"), prof.fixed_step_overhead_s),
+        (_("achieved bandwidth"), prof.achieved_bandwidth_gbs),
     ):
         if meas is not None:
             rows.append([name, f"{meas.value:.4g} {meas.unit}", meas.how])
     for p in prof.prefill:
         rows.append(
-            [f"prefill of {p.prompt_tokens} tokens", f"{1000 * p.seconds.value:.1f} ms", p.seconds.how]
+            [
+                _("prefill of {n} tokens").format(n=p.prompt_tokens),
+                f"{1000 * p.seconds.value:.1f} ms",
+                p.seconds.how,
+            ]
         )
-    sec.blocks.append(Table(["measured", "value", "how"], rows))
+    sec.blocks.append(Table([_("measured"), _("value"), _("how")], rows))
     if prof.memory:
         what = prof.memory[0].peak_bytes.how
         sec.blocks.append(
             Table(
-                ["batch", "context", "memory", "process RSS"],
+                [_("batch"), _("context"), _("memory"), _("process RSS")],
                 [
                     [
                         str(p.batch),
@@ -87,13 +99,13 @@ def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
                     ]
                     for p in prof.memory
                 ],
-                f"memory: {what}",
+                _("memory: {how}").format(how=what),
             )
         )
     if prof.steps:
         sec.blocks.append(
             Table(
-                ["batch", "context", "step", "spread (IQR)", "n"],
+                [_("batch"), _("context"), _("step"), _("spread (IQR)"), "n"],
                 [
                     [
                         str(p.batch),
@@ -121,9 +133,9 @@ def _delta(row: dict[str, Any], base: dict[str, Any] | None, field: str) -> str:
 
 
 def optimizations_section(path: Path, rows: list[dict[str, Any]]) -> Section:
-    sec = Section("The guide's optimisations, measured (profile --optimizations)", [path])
+    sec = Section(_("The guide's optimisations, measured (profile --optimizations)"), [path])
     base = baseline(rows)
-    sec.say("Each variant ran in its own process; deltas are against the fp32 baseline row.")
+    sec.say(_("Each variant ran in its own process; deltas are against the fp32 baseline row."))
     table = []
     for r in rows:
         if not r.get("applies"):
@@ -136,7 +148,7 @@ def optimizations_section(path: Path, rows: list[dict[str, Any]]) -> Section:
                     "–",
                     "–",
                     "–",
-                    f"not measured: {r.get('note', '')}",
+                    _("not measured: {note}").format(note=r.get("note", "")),
                 ]
             )
             continue
@@ -153,35 +165,60 @@ def optimizations_section(path: Path, rows: list[dict[str, Any]]) -> Section:
             ]
         )
     sec.blocks.append(
-        Table(["variant", "the guide says", "step", "Δ step", "weights", "peak", "Δ peak", "note"], table)
+        Table(
+            [
+                _("variant"),
+                _("the guide says"),
+                _("step"),
+                _("Δ step"),
+                _("weights"),
+                _("peak"),
+                _("Δ peak"),
+                _("note"),
+            ],
+            table,
+        )
     )
     return sec
 
 
 def demo_section(path: Path, summary: dict[str, Any]) -> Section:
-    sec = Section("The demo run", [path])
+    sec = Section(_("The demo run"), [path])
     state = (
-        "interrupted (Ctrl-C): stages after the last one shown did not run"
+        _("interrupted (Ctrl-C): stages after the last one shown did not run")
         if summary.get("interrupted")
-        else "complete"
+        else _("complete")
     )
     sec.say(
-        f"`ttsperf demo{' --quick' if summary.get('quick') else ''}`, {state}: "
-        f"synthetic {summary.get('config')} "
-        f"on {summary.get('device')} ({summary.get('threads', '?')} threads)."
+        _("`{command}`, {state}: synthetic {config} on {device} ({threads} threads).").format(
+            command="ttsperf demo" + (" --quick" if summary.get("quick") else ""),
+            state=state,
+            config=summary.get("config"),
+            device=summary.get("device"),
+            threads=summary.get("threads", "?"),
+        )
     )
     rows = []
     if "audio_seconds" in summary:
         rows.append(
             [
-                "synthesis",
-                f"{summary['audio_seconds']} s of audio, {summary.get('steps')} steps, "
-                f"RTF {summary.get('rtf')} (length from {summary.get('length_source')})",
+                _("synthesis"),
+                _("{audio} s of audio, {steps} steps, RTF {rtf} (length from {source})").format(
+                    audio=summary["audio_seconds"],
+                    steps=summary.get("steps"),
+                    rtf=summary.get("rtf"),
+                    source=summary.get("length_source"),
+                ),
             ]
         )
     for k, v in summary.items():
         if k.endswith("_seconds") and k != "audio_seconds" and isinstance(v, (int, float)):
-            rows.append([k.removesuffix("_seconds") + " stage", f"{v:.1f} s wall"])
+            rows.append(
+                [
+                    _("{stage} stage").format(stage=k.removesuffix("_seconds")),
+                    _("{s} s wall").format(s=f"{v:.1f}"),
+                ]
+            )
     if rows:
-        sec.blocks.append(Table(["stage", "result"], rows))
+        sec.blocks.append(Table([_("stage"), _("result")], rows))
     return sec

@@ -16,6 +16,7 @@ from pathlib import Path
 from ttsperf.bench.metrics import dist
 from ttsperf.bench.quantiles import CONFIDENCE
 from ttsperf.bench.results import BenchRun, Dist, PointResult
+from ttsperf.i18n import _
 from ttsperf.plan.predict import Prediction
 from ttsperf.report.document import Section, Table, ms
 
@@ -56,27 +57,37 @@ def _error(predicted: float, measured: float | None) -> str:
 def prediction_section(path: Path, pred: Prediction, runs: list[tuple[Path, BenchRun]]) -> Section:
     load = pred.load
     closed = load["kind"] == "closed loop"
-    what = f"{load['value']:g} streams" if closed else f"{load['value']:g} req/s Poisson"
-    sec = Section(f"Predicted vs measured: {pred.device}, {what}", [path])
+    what = (_("{n} streams") if closed else _("{n} req/s Poisson")).format(n=f"{load['value']:g}")
+    sec = Section(_("Predicted vs measured: {device}, {load}").format(device=pred.device, load=what), [path])
     sec.say(
-        f"`ttsperf plan --predict` for {pred.device} at {what}, max batch {pred.max_batch}, "
-        f"{pred.workload['audio_seconds']:g} s of audio per request; basis: {pred.basis}."
+        _(
+            "`ttsperf plan --predict` for {device} at {load}, max batch {batch}, {audio} s of audio per "
+            "request; basis: {basis}."
+        ).format(
+            device=pred.device,
+            load=what,
+            batch=pred.max_batch,
+            audio=f"{pred.workload['audio_seconds']:g}",
+            basis=pred.basis,
+        )
     )
     matches = [(p, r, i) for p, r in runs for i, point in enumerate(r.points) if _same_load(pred, point)]
     if not matches:
         flag = "--concurrency" if closed else "--rate"
         sec.say(
-            f"No bench point among the inputs ran this load: `ttsperf bench URL {flag} {load['value']:g}` "
-            "against the same server measures it."
+            _(
+                "No bench point among the inputs ran this load: "
+                "`{command}` against the same server measures it."
+            ).format(command=f"ttsperf bench URL {flag} {load['value']:g}")
         )
     n = pred.prediction
     for bench_path, run, i in matches:
         point = run.points[i]
         sec.sources.append(bench_path)
         rows = [
-            ["throughput", f"{n.throughput_rps:.3g} req/s", f"{point.throughput_rps:.3g} req/s",
+            [_("throughput"), f"{n.throughput_rps:.3g} req/s", f"{point.throughput_rps:.3g} req/s",
              _error(n.throughput_rps, point.throughput_rps)],
-            ["audio", f"{n.audio_seconds_per_s:.3g} s/s", f"{point.audio_seconds_per_s:.3g} s/s",
+            [_("audio"), f"{n.audio_seconds_per_s:.3g} s/s", f"{point.audio_seconds_per_s:.3g} s/s",
              _error(n.audio_seconds_per_s, point.audio_seconds_per_s)],
         ]  # fmt: skip
         for label, predicted, d, stat in (
@@ -91,10 +102,18 @@ def prediction_section(path: Path, pred: Prediction, runs: list[tuple[Path, Benc
             )
         sec.blocks.append(
             Table(
-                ["metric", "predicted", "measured", "error"],
+                [_("metric"), _("predicted"), _("measured"), _("error")],
                 rows,
-                f"{bench_path}, {point.label}: {point.successes} of {point.requests} requests after "
-                f"{point.warmup} warm-up; error = (predicted - measured) / measured",
+                _(
+                    "{file}, {load}: {ok} of {n} requests after {warmup} warm-up; "
+                    "error = (predicted - measured) / measured"
+                ).format(
+                    file=bench_path,
+                    load=point.label,
+                    ok=point.successes,
+                    n=point.requests,
+                    warmup=point.warmup,
+                ),
             )
         )
     return sec

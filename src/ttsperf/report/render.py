@@ -9,7 +9,8 @@ from html import escape
 from pathlib import Path
 
 from ttsperf import __version__
-from ttsperf.report.answer import Answer
+from ttsperf.i18n import _, current
+from ttsperf.report.answer import LABELS, Answer
 from ttsperf.report.document import Chart, Report, Table
 
 CSS = """
@@ -38,6 +39,14 @@ code { background: #f4f4f4; padding: 0 3px; }
 """
 
 
+def _from(files: str) -> str:
+    return _("from {files}").format(files=files)
+
+
+def _inputs_table(report: Report) -> Table:
+    return Table([_("file"), _("kind")], [[str(p), _(k)] for p, k in report.inputs])
+
+
 def _inline(text: str) -> str:
     """Escape, then the two bits of Markdown the sections use: **bold** and `code`."""
     out = escape(text)
@@ -59,10 +68,13 @@ def _html_chart(c: Chart) -> str:
 
 
 def _html_answer(a: Answer, sentence: str) -> str:
-    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in a.fields)
-    flags = f"<div>serve it: <code>{escape(a.serve_flags)}</code></div>" if a.serve_flags else ""
+    rows = "".join(f"<dt>{escape(_(LABELS[k]))}</dt><dd>{escape(v)}</dd>" for k, v in a.fields)
+    flags = (
+        f"<div>{escape(_('serve it:'))} <code>{escape(a.serve_flags)}</code></div>" if a.serve_flags else ""
+    )
+    title = _("The answer: {scenario} ({basis})").format(scenario=a.scenario, basis=a.basis)
     return (
-        f'<div class="answer" id="answer"><h2>The answer: {escape(a.scenario)} ({escape(a.basis)})</h2>'
+        f'<div class="answer" id="answer"><h2>{escape(title)}</h2>'
         f'<dl>{rows}</dl>{flags}<p class="recommendation" id="recommendation">{_inline(sentence)}</p></div>'
     )
 
@@ -71,28 +83,33 @@ def to_html(report: Report) -> str:
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     parts = [
         "<!DOCTYPE html>",
-        '<html lang="en"><head><meta charset="utf-8">',
+        f'<html lang="{current()}"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         # no network: nothing on this page may load from anywhere, which the browser then enforces
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; img-src data:\">",
-        "<title>ttsperf report</title>",
+        f"<title>{escape(_('ttsperf report'))}</title>",
         f"<style>{CSS}</style></head><body>",
-        "<h1>ttsperf report</h1>",
-        f'<div class="meta">ttsperf {__version__}, written {now} '
-        f"from {len(report.inputs)} result file(s)</div>",
+        f"<h1>{escape(_('ttsperf report'))}</h1>",
+        '<div class="meta">'
+        + escape(
+            _("ttsperf {version}, written {now} from {n} result file(s)").format(
+                version=__version__, now=now, n=len(report.inputs)
+            )
+        )
+        + "</div>",
         _html_answer(report.answer, report.recommendation)
         if report.answer
         else f'<p class="recommendation" id="recommendation">{_inline(report.recommendation)}</p>',
     ]
     if report.recommendation_source:
-        parts.append(f'<div class="source">from {escape(str(report.recommendation_source))}</div>')
+        parts.append(f'<div class="source">{escape(_from(str(report.recommendation_source)))}</div>')
     if report.other_recommendations:
         items = "".join(f"<li>{_inline(s)}</li>" for s in report.other_recommendations)
         parts.append(f'<ul class="others">{items}</ul>')
     for sec in report.sections:
         parts.append(f"<section><h2>{escape(sec.title)}</h2>")
-        parts.append(f'<div class="source">from {escape(", ".join(str(p) for p in sec.sources))}</div>')
+        parts.append(f'<div class="source">{escape(_from(", ".join(str(p) for p in sec.sources)))}</div>')
         charts: list[str] = []
         for block in sec.blocks:
             if isinstance(block, Chart):
@@ -105,14 +122,15 @@ def to_html(report: Report) -> str:
         if charts:
             parts.append(f'<div class="charts">{"".join(charts)}</div>')
         parts.append("</section>")
-    parts.append("<section><h2>Inputs</h2>")
-    parts.append(_html_table(Table(["file", "kind"], [[str(p), k] for p, k in report.inputs])))
+    parts.append(f"<section><h2>{escape(_('Inputs'))}</h2>")
+    parts.append(_html_table(_inputs_table(report)))
     for line in report.missing:
-        parts.append(f"<p>Not shown — {_inline(line)}</p>")
+        parts.append(f"<p>{escape(_('Not shown'))} — {_inline(line)}</p>")
     if report.skipped:
         items = "".join(f"<li>{escape(s)}</li>" for s in report.skipped)
         parts.append(
-            f"<details><summary>skipped in the directories searched ({len(report.skipped)})</summary>"
+            f"<details><summary>{escape(_('skipped in the directories searched'))} ({len(report.skipped)})"
+            "</summary>"
             f'<ul class="source">{items}</ul></details>'
         )
     parts.append("</section></body></html>")
@@ -134,15 +152,16 @@ def _md_table(t: Table) -> list[str]:
 def to_markdown(report: Report, charts_dir: Path, link_base: str) -> str:
     """Markdown; every chart is written as charts_dir/NAME.svg and linked as link_base/NAME.svg."""
     charts_dir.mkdir(parents=True, exist_ok=True)
-    lines = ["# ttsperf report", "", f"**{report.recommendation}**", ""]
+    lines = [f"# {_('ttsperf report')}", "", f"**{report.recommendation}**", ""]
     if a := report.answer:
-        lines += _md_table(Table([f"the answer: {a.scenario}", a.basis], [list(f) for f in a.fields]))
-        lines += [f"Serve it: `{a.serve_flags}`", ""] if a.serve_flags else []
+        head = [_("the answer: {scenario}").format(scenario=a.scenario), a.basis]
+        lines += _md_table(Table(head, [[_(LABELS[k]), v] for k, v in a.fields]))
+        lines += [f"{_('serve it:')} `{a.serve_flags}`", ""] if a.serve_flags else []
     if report.recommendation_source:
-        lines += [f"(from `{report.recommendation_source}`)", ""]
+        lines += [f"({_from(f'`{report.recommendation_source}`')})", ""]
     lines += [f"- {s}" for s in report.other_recommendations]
     for sec in report.sections:
-        lines += ["", f"## {sec.title}", "", f"From: {', '.join(f'`{p}`' for p in sec.sources)}", ""]
+        lines += ["", f"## {sec.title}", "", _from(", ".join(f"`{p}`" for p in sec.sources)), ""]
         for block in sec.blocks:
             if isinstance(block, Chart):
                 (charts_dir / f"{block.name}.svg").write_text(block.svg, encoding="utf-8")
@@ -151,8 +170,6 @@ def to_markdown(report: Report, charts_dir: Path, link_base: str) -> str:
                 lines += _md_table(block)
             else:
                 lines += [block, ""]
-    lines += ["", "## Inputs", ""] + _md_table(
-        Table(["file", "kind"], [[str(p), k] for p, k in report.inputs])
-    )
-    lines += [f"Not shown — {line}" for line in report.missing]
+    lines += ["", f"## {_('Inputs')}", ""] + _md_table(_inputs_table(report))
+    lines += [f"{_('Not shown')} — {line}" for line in report.missing]
     return "\n".join(lines).rstrip() + "\n"
