@@ -27,13 +27,14 @@ class Example:
 
     @property
     def subcommand(self) -> str:
-        """`bench`, `export onnx`, `serve --ray`: what the example runs."""
+        """`bench`, `export onnx`, `serve --ray`, `profile --host`: what the example runs."""
         words = [w for w in self.words if "=" not in w or w.startswith("-")]
         rest = words[words.index("ttsperf") + 1 :]
         name = rest[0] if rest else ""
         if name in ("export", "assets") and len(rest) > 1:
             name += " " + rest[1]
-        return name + (" --ray" if name == "serve" and "--ray" in rest else "")
+        flag = {"serve": "--ray", "profile": "--host"}.get(name)  # a run of its own (tests/test_docs_run)
+        return name + (f" {flag}" if flag in rest else "")
 
 
 def _clean(line: str) -> str:

@@ -11,7 +11,7 @@ What each example must do here, decided by rule from the command itself:
 - `--device cuda` (or the README's file that says cuda): exit 2 with one line naming CUDA, on this
   CPU; benchmarks/gpu_check.py runs the GPU path on a GPU.
 - `serve`: start, answer /healthz, drain on SIGTERM and exit 0.
-- `serve --ray` and `demo`: run by the test named in ELSEWHERE (a Ray cluster; minutes).
+- `serve --ray`, `demo` and `profile --host`: run by the test named in ELSEWHERE (minutes each).
 - `profile` without --config: on the tiny config (TTSPERF_PROFILE_CONFIG=tiny), as chattts's grid
   takes over 10 minutes on this 2-core machine.
 - anything else: exit 0 (bench with a GPU limit: 3, nothing measured it here; doctor: 0 or 1, as
@@ -40,6 +40,8 @@ DOCS_URL = "http://127.0.0.1:8080"
 ELSEWHERE = {
     "serve --ray": "tests/server/test_ray_cli.py",  # a local Ray cluster of tiny replicas
     "demo": "tests/test_demo.py",  # demo --quick: minutes of serving and planning
+    # every part, size and mode, compiled: 2 minutes warm, over 20 with a cold Inductor cache
+    "profile --host": "tests/profile/test_host.py",  # the same command on fewer sizes, uncompiled
 }
 FAST = ("info", "doctor")  # seconds each; the rest load a model, plan 20 cards or send thousands of requests
 

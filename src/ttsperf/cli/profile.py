@@ -24,7 +24,7 @@ def profile(
 
     Example: ttsperf profile --synthetic --device cuda --max-batch-search -o profile.json
 
-    Example: ttsperf profile --host -o host.json   (this CPU's host work per part; no GPU needed)
+    Example: ttsperf profile --host -o host.json  # this CPU's host work per part; no GPU needed
     """
     from rich.console import Console
     from rich.table import Table
