@@ -67,7 +67,7 @@ def test_json_is_a_versioned_plan_with_the_issue_keys(tmp_path):
             assert row["rtf_p99"] > 0 and row["underrun_p99_s"] >= 0 and row["mean_batch"] >= 1
         for b in row["basis"].values():
             assert b["kind"] in ("measured", "projected", "sourced") and b["how"]
-    assert plan.inputs.defaults["t_fixed_s"].source.startswith("quote:")
+    assert plan.inputs.defaults["host_profile"].value == "shipped host-amd-epyc.json"
     assert plan.scenarios[0].recommendation.startswith("realtime (ttfa_p99=300ms,underrun_p99=100ms")
 
 

@@ -9,11 +9,13 @@ from ttsperf.plan.api import make_plan
 from ttsperf.plan.cards import build_cards
 from ttsperf.plan.catalog import load_catalog
 from ttsperf.plan.memory import Workload
+from ttsperf.plan.overhead import default_modes
 from ttsperf.plan.rows import LATENCY_KEYS, latency, per_gpu, plan_row, price, serve_flags
 from ttsperf.plan.scenarios import SCENARIOS
 from ttsperf.plan.search import Candidate, PlanContext, Simulations
 from ttsperf.plan.simulate import Load, SimResult
-from ttsperf.plan.steptime import MODES
+
+MODES = default_modes()
 
 
 def test_per_gpu_spreads_the_target_over_the_fewest_gpus():

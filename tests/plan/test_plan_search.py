@@ -11,6 +11,7 @@ from ttsperf.plan.capacity import Capacity
 from ttsperf.plan.cards import build_cards
 from ttsperf.plan.catalog import load_catalog
 from ttsperf.plan.memory import Workload
+from ttsperf.plan.overhead import default_modes
 from ttsperf.plan.scenarios import SCENARIOS
 from ttsperf.plan.search import (
     Candidate,
@@ -23,7 +24,9 @@ from ttsperf.plan.search import (
     what_if_mode,
 )
 from ttsperf.plan.simulate import Load, simulate
-from ttsperf.plan.steptime import DEFAULT_T_FIXED_S, MODES
+from ttsperf.plan.steptime import DEFAULT_T_FIXED_S
+
+MODES = default_modes()  # as the shipped host profile prices them
 
 runner = CliRunner()
 
@@ -33,27 +36,31 @@ def _card(name: str = "RTX 4090"):
 
 
 def _candidate(mode=MODES["eager"], fc: int = 24, batch: int = 64) -> Candidate:
-    return Candidate(mode, fc, mode.t_fixed, DEFAULT_T_FIXED_S, batch, "memory")
+    return Candidate(mode, fc, mode.t_fixed, mode.audio.centre, batch, "memory")
 
 
 def test_engine_at_a_setting_copies_the_step_at_its_overheads():
     card, ctx = _card(), PlanContext(load_catalog(only=["RTX 4090"]), Workload())
     c = _candidate(MODES["cuda-graphs"], fc=16)
     e = engine_at(card, c, ctx)
-    assert e.step.t_fixed == MODES["cuda-graphs"].t_fixed and e.step.vocoder_fixed == DEFAULT_T_FIXED_S
+    graphs = MODES["cuda-graphs"]
+    assert e.step.t_fixed == graphs.t_fixed and e.step.vocoder_fixed == graphs.audio.centre
     assert e.workload.first_chunk_steps == 16 and e.max_batch == 64
     assert card.step.t_fixed == DEFAULT_T_FIXED_S and card.step.vocoder_fixed is None  # the card untouched
-    assert e.step.how["t_fixed"].startswith("2.22 ms per step, cuda-graphs")
+    assert e.step.how["t_fixed"].startswith(
+        f"{graphs.t_fixed * 1e3:.3g} ms per step, cuda-graphs: host profile"
+    )
 
 
 def test_what_if_overheads():
     ctx = PlanContext(load_catalog(only=["RTX 4090"]), Workload(), step_overhead=0.003)
     mode = what_if_mode(0.003)
     assert (mode.name, mode.t_fixed, mode.low, mode.high) == ("what-if", 0.003, 0.003, 0.003)
-    assert vocoder_fixed(mode, DEFAULT_T_FIXED_S, ctx) is None  # the call follows the what-if
-    assert vocoder_fixed(MODES["compile"], 0.006, ctx) == 0.006  # the call is eager in every mode
+    assert vocoder_fixed(mode, "centre", ctx) is None  # the call follows the what-if
+    compiled = MODES["compile"].audio  # the call runs in the step's mode: its own cost, same end
+    assert [vocoder_fixed(MODES["compile"], e, ctx) for e in ("low", "high")] == [compiled.low, compiled.high]
     ctx.vocoder_overhead = 0.001
-    assert vocoder_fixed(mode, DEFAULT_T_FIXED_S, ctx) == 0.001
+    assert vocoder_fixed(mode, "centre", ctx) == 0.001
 
 
 def _searched(cap: Capacity, batch: int = 64) -> Searched:

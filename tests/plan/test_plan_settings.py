@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ttsperf.cli.main import app
 from ttsperf.plan.api import make_plan
-from ttsperf.plan.steptime import MODES
+from ttsperf.plan.steptime import MODE_FLAGS
 
 runner = CliRunner()
 FEW = ["--requests", "200"]
@@ -42,8 +42,8 @@ def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names
         assert isinstance(st["serve_flags"], str) and st["serve_flags"].startswith("ttsperf serve ")
         assert f"--dtype {st['dtype']}" in st["serve_flags"]
         assert f"--first-chunk-steps {st['first_chunk_steps']}" in st["serve_flags"]
-        assert st["mode"] in MODES
-        assert MODES[st["mode"]].flag in st["serve_flags"]
+        assert st["mode"] in MODE_FLAGS
+        assert MODE_FLAGS[st["mode"]] in st["serve_flags"]
         assert row["binding"] in ("ttfa", "underrun", "e2e", "rtf", "host", "memory", "max batch")
         assert row["binding_how"]
         low, high = row["max_streams_range"]

@@ -17,6 +17,7 @@ from typing import Any
 from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.plan import memory as M
+from ttsperf.plan import overhead as O
 from ttsperf.plan import steptime as S
 from ttsperf.plan.cards import Card, build_cards, plan_dtype, profiled_name
 from ttsperf.plan.catalog import load_catalog, split_names
@@ -30,21 +31,27 @@ from ttsperf.plan.schema import Default, Plan, PlanInputs, PlanRow, ScenarioPlan
 from ttsperf.plan.search import PlanContext, Simulations
 from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import Load
-from ttsperf.profile.schema import load_profile
+from ttsperf.profile.schema import (
+    SHIPPED_HOST,
+    HostProfile,
+    default_host_profile,
+    load_host_profile,
+    load_profile,
+)
 
 
-def _defaults(workload: Workload, calibrated: bool) -> dict[str, Default]:
+def _defaults(workload: Workload, calibrated: bool, host: str) -> dict[str, Default]:
     d = {
         "runtime_bytes": Default(value=M.DEFAULT_RUNTIME_BYTES, source=M.DEFAULT_RUNTIME_SOURCE),
         "fragmentation": Default(value=M.DEFAULT_FRAGMENTATION, source=M.DEFAULT_FRAGMENTATION_SOURCE),
         "memory_gb_unit": Default(value="GiB", source=M.CARD_GB_IS_GIB_SOURCE),
-        "t_fixed_s": Default(value=S.DEFAULT_T_FIXED_S, source=S.DEFAULT_T_FIXED_SOURCE),
+        "host_profile": Default(
+            value=host, source="each mode's step and Decoder+Vocos fixed cost (docs/PLANNING.md)"
+        ),
+        "kernel_costs": Default(value="launch gap, graph node, graph replay", source=O.sources()),
+        "t_host_s": Default(value=S.DEFAULT_T_HOST_S, source=S.DEFAULT_T_HOST_SOURCE),
         "mbu": Default(value=S.DEFAULT_MBU, source=S.DEFAULT_MBU_SOURCE),
         "mfu": Default(value=S.DEFAULT_MFU, source=S.DEFAULT_MFU_SOURCE),
-        "vocoder_fixed_s": Default(
-            value=S.DEFAULT_T_FIXED_S,
-            source="assumption: one Decoder+Vocos call launches about as many kernels as a step",
-        ),
         "audio_seconds": Default(
             value=workload.audio_seconds, source="the guide's 8 s clips (--audio-seconds)"
         ),
@@ -81,12 +88,19 @@ def _model_sizes(mem: MemoryModel, workload: Workload) -> dict[str, float | int 
 def parse_modes(text: str) -> tuple[str, ...]:
     """--mode: best (every engine mode ttsperf serve offers) or one or more of them."""
     if text.strip().lower() == "best":
-        return tuple(S.MODES)
+        return tuple(S.MODE_FLAGS)
     names = tuple(dict.fromkeys(m.strip().lower() for m in text.split(",") if m.strip()))
-    bad = [m for m in names if m not in S.MODES]
+    bad = [m for m in names if m not in S.MODE_FLAGS]
     if bad or not names:
-        raise UserError(f"--mode: expected best or any of {', '.join(S.MODES)}, found {text!r}")
+        raise UserError(f"--mode: expected best or any of {', '.join(S.MODE_FLAGS)}, found {text!r}")
     return names
+
+
+def _host_profile(path: str | None) -> tuple[HostProfile, str]:
+    """--host-profile FILE, else the host profile shipped with ttsperf; and how to name it."""
+    if path is not None:
+        return load_host_profile(path), path
+    return default_host_profile(), f"shipped {SHIPPED_HOST}"  # (overhead.default_modes' label)
 
 
 def _calibration(s: PlanSettings, profiles: list[str], calibrated: bool) -> str:
@@ -147,9 +161,12 @@ def make_plan(
     target = Load("streams", s.streams) if s.streams else Load("rate", s.rate) if s.rate else None
     slo_limits = parse_slo(s.slo) if s.slo is not None else None
     own_cards = parse_own(s.own, cat.known, s.amortize, s.electricity, s.currency, rates)
+    host_profile, host = _host_profile(s.host_profile)
     ctx = PlanContext(
         cat, workload, s.requests, s.seed, s.memory_at, s.max_batch, own_cards, s.engine, s.gpus_per_machine,
         modes=parse_modes(s.mode),
+        mode_table=O.modes_from_host(host_profile, host),
+        prefill_host=O.prefill_host(host_profile),
         first_chunk_fixed=s.first_chunk_steps is not None,
         step_overhead=_duration(s.step_overhead, "--step-overhead"),
         vocoder_overhead=_duration(s.vocoder_overhead, "--vocoder-overhead"),
@@ -182,7 +199,7 @@ def make_plan(
         prices=cat.prices_file,
         currency=s.currency,
         fx=sorted({p.fx.label() for p in cat.prices.values() if p.fx}),
-        defaults=_defaults(workload, calibrated),
+        defaults=_defaults(workload, calibrated, host),
         seed=s.seed,
         requests_per_simulation=s.requests,
         gpus_per_machine=s.gpus_per_machine,

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ttsperf.errors import UserError
 from ttsperf.plan.capacity import Capacity, Simulator, find_capacity
 from ttsperf.plan.cards import Card, with_overheads
 from ttsperf.plan.catalog import Catalog
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, Ownership
 from ttsperf.plan.memory import Workload
+from ttsperf.plan.overhead import default_modes
 from ttsperf.plan.scenarios import Scenario, meets
 from ttsperf.plan.simulate import EngineModel, Load, SimResult, simulate
-from ttsperf.plan.steptime import DEFAULT_T_FIXED_S, EAGER_RANGE_S, MODES, Mode
+from ttsperf.plan.steptime import MODE_FLAGS, Mode
 
 
 @dataclass
@@ -34,7 +36,10 @@ class PlanContext:
     own: Ownership | None = None
     engine: str = "ttsperf"  # simulate.ENGINES
     gpus_per_machine: int = DEFAULT_GPUS_PER_MACHINE
-    modes: tuple[str, ...] = tuple(MODES)  # --mode: the engine modes searched
+    modes: tuple[str, ...] = tuple(MODE_FLAGS)  # --mode: the engine modes searched
+    # each mode's fixed costs, from a host profile (plan/overhead.py); and the prefill's host work
+    mode_table: dict[str, Mode] = field(default_factory=default_modes)
+    prefill_host: list[tuple[int, float]] = field(default_factory=list)
     first_chunk_fixed: bool = False  # --first-chunk-steps given: not searched
     step_overhead: float | None = None  # --step-overhead: one what-if overhead instead of the modes
     vocoder_overhead: float | None = None  # --vocoder-overhead
@@ -134,12 +139,14 @@ def engine_at(card: Card, c: Candidate, ctx: PlanContext) -> EngineModel:
         vocoder_how = None
         if c.vocoder_fixed is not None:
             vocoder_how = (
-                f"; launch cost {c.vocoder_fixed * 1e3:.3g} ms (the call runs eagerly in every mode)"
+                f"; fixed cost {c.vocoder_fixed * 1e3:.3g} ms per call in {c.mode.name} (how: step.t_fixed)"
                 if ctx.vocoder_overhead is None
                 else f"; launch cost {c.vocoder_fixed * 1e3:g} ms from --vocoder-overhead (what-if)"
             )
         t_how = f"{c.t_fixed * 1e3:.3g} ms per step, {c.mode.name}: {c.mode.source}"
         step = with_overheads(step, c.t_fixed, t_how, c.vocoder_fixed, vocoder_how)
+        if ctx.prefill_host and not step.prefill_points:  # measured on this card: as measured
+            step = replace(step, prefill_host=ctx.prefill_host)
     w = replace(ctx.workload, first_chunk_steps=c.first_chunk_steps)
     return EngineModel.of(step, c.max_batch, w)
 
@@ -156,15 +163,21 @@ def search(q: Search, maxb: int) -> tuple[Searched, list[str]]:
         return Candidate(mode, w.first_chunk_steps, t_fixed, vocoder, b, limit)
 
     if q.card.profiled:  # measured in one mode: plan that mode, as measured
-        mode = MODES.get(q.card.mode, MODES["eager"])
+        name = q.card.mode if q.card.mode in MODE_FLAGS else "eager"
+        mode = Mode(name, MODE_FLAGS[name], 0.0, 0.0, 0.0, "as profiled")
         return capacity_at(q, cand(mode, None, None)), [
             f"{mode.name} as profiled (first chunk {w.first_chunk_steps} steps)"
         ]
     if ctx.step_overhead is not None:
         modes = [what_if_mode(ctx.step_overhead)]
     else:
-        modes = sorted((MODES[m] for m in ctx.modes), key=lambda m: m.t_fixed)
-    cands = [cand(m, m.t_fixed, vocoder_fixed(m, DEFAULT_T_FIXED_S, ctx)) for m in modes]
+        modes = sorted((ctx.mode_table[m] for m in ctx.modes if m in ctx.mode_table), key=lambda m: m.t_fixed)
+        if not modes:
+            raise UserError(
+                f"--mode {','.join(ctx.modes)}: the host profile measured only {', '.join(ctx.mode_table)} "
+                "(profile --host without --no-host-compile measures compile too)"
+            )
+    cands = [cand(m, m.t_fixed, vocoder_fixed(m, "centre", ctx)) for m in modes]
     tried, skipped = _search_modes(q, cands)
     best = max(tried, key=lambda t: t.cap.value)  # the first of equals: the least overhead
     best, fcs = _search_first_chunk(q, best)
@@ -236,28 +249,29 @@ def _batch_bound(t: Searched, kind: str, scenario: Scenario) -> bool:
     return t.cap.result is not None and t.cap.result.mean_batch >= 0.9 * t.candidate.max_batch
 
 
-def vocoder_fixed(mode: Mode, eager_end: float, ctx: PlanContext) -> float | None:
-    """A Decoder+Vocos call's launch cost: --vocoder-overhead, else the eager figure (the call is
-    eager in every mode), the same end of the range as the step's overhead."""
+def vocoder_fixed(mode: Mode, end: str, ctx: PlanContext) -> float | None:
+    """A Decoder+Vocos call's fixed cost: --vocoder-overhead, else the mode's own (the engine runs
+    the call in the step's mode), at the same end of the range as the step's overhead."""
     if ctx.vocoder_overhead is not None:
         return ctx.vocoder_overhead
-    if mode.name == "what-if":
-        return None  # follows the what-if overhead, as --step-overhead always has
-    return eager_end
+    if mode.audio is None:
+        return None  # follows the step's overhead, as --step-overhead always has
+    return getattr(mode.audio, end)
 
 
 def overhead_range(q: Search, best: Searched) -> list | None:
-    """Load per GPU at the high and low ends of the mode's sourced overhead: [low, high]. A range
-    end bounds, it is not the answer: a quarter of the requests (at least 250), to within 5%."""
+    """Load per GPU over the mode's sourced overhead range: [low, high], the capacities simulated at
+    its high end, its centre (the answer) and its low end, each as the answer is found (the same
+    requests, to one stream). Load falls as overhead grows; where a simulation's noise inverts that
+    by a few streams, the range still holds all three."""
     c, mode = best.candidate, best.candidate.mode
     if c.t_fixed is None or mode.low == mode.high:
         return None
-    out = []
-    for t_fixed, eager in ((mode.high, EAGER_RANGE_S[1]), (mode.low, EAGER_RANGE_S[0])):
-        end = replace(c, t_fixed=t_fixed, vocoder_fixed=vocoder_fixed(mode, eager, q.ctx))
-        n = max(250, q.ctx.n_requests // 4)
-        out.append(capacity_at(q, end, best.cap.value or None, n, 0.05).cap.value)
-    return out
+    values = [best.cap.value]
+    for t_fixed, e in ((mode.high, "high"), (mode.low, "low")):
+        end = replace(c, t_fixed=t_fixed, vocoder_fixed=vocoder_fixed(mode, e, q.ctx))
+        values.append(capacity_at(q, end, best.cap.value or None).cap.value)
+    return [min(values), max(values)]
 
 
 def binding(t: Searched, scenario: Scenario, kind: str) -> tuple[str | None, str]:

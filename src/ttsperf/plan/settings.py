@@ -75,6 +75,11 @@ class PlanSettings(Layered):
         None, description="What-if launch cost of one Decoder+Vocos call, e.g. 2ms."
     )
     step_overhead: str | None = Field(None, description="What-if per-step fixed overhead, e.g. 3ms.")
+    host_profile: str | None = Field(
+        None,
+        description="Host profile of the CPU the GPUs sit beside (`ttsperf profile --host -o FILE`); "
+        "default: the one shipped, measured on the development machine.",
+    )
     own: Annotated[list[str], Flag(repeat=True)] = Field(
         [], description='Bought, not rented: "RTX 4090" (launch price shipped) or "A100 40GB PCIe=9000".'
     )

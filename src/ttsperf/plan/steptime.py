@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -29,45 +30,30 @@ DEFAULT_T_FIXED_SOURCE = (
 )
 
 
-# The engine settings ttsperf serve offers, each with the per-step overhead it is planned at and
-# the range that overhead is sourced over (docs/reference/gpu-anchors.md; docs/PLANNING.md, "The
-# settings search"). Only the decode step changes: ttsperf serve's Decoder+Vocos call runs eagerly
-# in every mode, so its launch cost stays at the eager figure of the same range end.
+class Span(NamedTuple):
+    """A fixed cost's planned figure and the ends of the range it is sourced over, s."""
+
+    centre: float
+    low: float
+    high: float
+
+
+# The engine settings ttsperf serve offers (the flag that selects each). What each costs per step
+# comes from a host profile (plan/overhead.py): measured host work and counted kernels.
+MODE_FLAGS = {"eager": "", "compile": "--compile", "cuda-graphs": "--cuda-graphs"}
+GRAPHS_MAX_BATCH = 256  # GraphedStep captures up to 256 rows (engine/step.py); beyond, eager steps
+
+
 @dataclass(frozen=True)
 class Mode:
     name: str  # as plan prints it
     flag: str  # the `ttsperf serve` flag that selects it ("" = the default, eager)
     t_fixed: float  # planned per-step overhead, s
-    low: float  # the sourced range of that overhead, s
+    low: float  # the range that overhead is sourced over, s
     high: float
     source: str
     max_batch: int | None = None  # rows this mode covers (beyond them the engine steps eagerly)
-
-
-EAGER_RANGE_S = (0.006, 0.014)  # the quote's 6-14 ms, stock eager ChatTTS on an RTX 4090
-COMPILE_SPEEDUP = 1.8  # 2noise/ChatTTS commit 70c7cef: torch.compile ~1.8x
-GRAPHS_SPEEDUP = (3.0, 6.0)  # sub-1B models' step with CUDA graphs or TensorRT vs eager
-GRAPHS_MID = 4.5
-MODES = {
-    "eager": Mode(
-        "eager", "", DEFAULT_T_FIXED_S, *EAGER_RANGE_S,
-        "quote: 6-14 ms/step, stock eager ChatTTS on an RTX 4090 (docs/reference/chattts.md); midpoint 10 ms",
-    ),
-    "compile": Mode(
-        "compile", "--compile", DEFAULT_T_FIXED_S / COMPILE_SPEEDUP,
-        EAGER_RANGE_S[0] / COMPILE_SPEEDUP, EAGER_RANGE_S[1] / COMPILE_SPEEDUP,
-        "eager's 6-14 ms / 1.8, ChatTTS's own torch.compile speed-up (2noise/ChatTTS commit 70c7cef, "
-        "docs/reference/gpu-anchors.md)",
-    ),
-    "cuda-graphs": Mode(
-        "cuda-graphs", "--cuda-graphs", DEFAULT_T_FIXED_S / GRAPHS_MID,
-        EAGER_RANGE_S[0] / GRAPHS_SPEEDUP[1], EAGER_RANGE_S[1] / GRAPHS_SPEEDUP[0],
-        "eager's 6-14 ms / 3-6 (midpoint 10 ms / 4.5): sub-1B models' step with CUDA graphs or "
-        "TensorRT (Qwen3-TTS 0.6B 3.4x on an RTX 4090, 5.9x on an H100; Chatterbox T3 4.6x; "
-        "docs/reference/gpu-anchors.md); ttsperf serve --cuda-graphs not yet timed on a GPU",
-        max_batch=256,  # GraphedStep captures up to 256 rows (engine/step.py); beyond, eager steps
-    ),
-}  # fmt: skip
+    audio: Span | None = None  # one Decoder+Vocos call's fixed cost in this mode (None: as the step's)
 
 
 # The engine's host work per row per step (NumPy bookkeeping over the batch, Python only for rows
@@ -94,6 +80,13 @@ DEFAULT_T_CHUNK_S = 0.36e-3
 DEFAULT_T_CHUNK_SOURCE = (
     "measured: ttsperf serve's event-loop CPU per streamed chunk on a 2-vCPU EPYC, median of the "
     "0.26-0.53 ms of benchmarks/plan_accuracy.py's points (docs/VALIDATION.md)"
+)
+# The scheduler's own host work per step, beyond the runner's step that a host profile times
+# (admission, emission, the row table): measured by `ttsperf profile` as host_per_step_s on tiny.
+DEFAULT_T_HOST_S = 0.37e-3
+DEFAULT_T_HOST_SOURCE = (
+    "measured: the engine's host work per step beyond the bare step, host_per_step_s of a tiny "
+    "profile on a 2-vCPU EPYC (docs/VALIDATION.md)"
 )
 DEFAULT_MBU = 0.60
 DEFAULT_MBU_SOURCE = "assumption: low end of the 60-85% MBU rule of thumb for decode"
@@ -191,6 +184,9 @@ class StepModel:
     vocoder_call_s: float | None = None  # one streamed chunk's call, measured on this card
     audio_points: list[tuple[int, float]] = field(default_factory=list)  # measured (rows, s) per call
     vocoder_fixed: float | None = None  # a call's launch cost; None = t_fixed (assumption)
+    # The batched prefill's host work per (rows admitted, seconds), from a host profile: it runs
+    # eagerly in every mode, so its fixed cost is not the step's (empty: t_fixed, an assumption).
+    prefill_host: list[tuple[int, float]] = field(default_factory=list)
     correction: Correction | None = None  # measured/roofline on this card's profile grid
     # The engine's host work per row per step (NumPy bookkeeping; engine/engine.py), added by
     # the simulator for ttsperf's engine on top of t(B, L); not part of the device's roofline.
@@ -243,7 +239,8 @@ class StepModel:
             return _interpolate(self.prefill_points, n * prompt)
         mem = prefill_bytes(prompt * n, self.dtype, self.kv_per_token) * self.inv_bw
         comp = n * prefill_flops(prompt) * self.inv_flops
-        return self.t_fixed + max(mem, comp)
+        fixed = _interpolate(self.prefill_host, n) if self.prefill_host else self.t_fixed
+        return fixed + max(mem, comp)
 
     def vocoder(self, audio_seconds: float, rows: int = 1) -> float:
         """One Decoder+Vocos call over `audio_seconds` of new audio, `rows` rows' chunks in it.
@@ -271,9 +268,12 @@ class StepModel:
 
 
 ROOFLINE_HOW = {
-    "prefill": "roofline over n x P prompt tokens: t_fixed + max(bytes/(BW MBU), flops/(peak MFU))",
-    "vocoder": "per call: launch cost + max(Decoder+Vocos weights/(BW x MBU), "
-    "2 x params x 93.75 frames/s x audio s/(peak x MFU)); launch cost = t_fixed is an assumption",
+    "prefill": "per call of n prompts of P tokens: fixed + max(bytes/(BW MBU), flops/(peak MFU)) over "
+    "n x P tokens; fixed = the host profile's batched prefill at n rows (eager in every mode), "
+    "else t_fixed (an assumption)",
+    "vocoder": "per call: fixed + max(Decoder+Vocos weights/(BW x MBU), "
+    "2 x params x 93.75 frames/s x audio s/(peak x MFU)); fixed = the engine mode's, from the host "
+    "profile (step.t_fixed says how), else t_fixed (an assumption)",
 }
 
 
@@ -285,9 +285,11 @@ def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tf
         inv_bw=1.0 / (bandwidth_gbs * 1e9 * DEFAULT_MBU),
         inv_flops=1.0 / (peak_tflops * 1e12 * DEFAULT_MFU),
         t_row=DEFAULT_T_ROW_S,
+        t_host=DEFAULT_T_HOST_S,
         how={
             "t_fixed": DEFAULT_T_FIXED_SOURCE,
             "t_row": f"{DEFAULT_T_ROW_S * 1e6:g} us, {DEFAULT_T_ROW_SOURCE}",
+            "t_host": f"{DEFAULT_T_HOST_S * 1e3:g} ms per step, {DEFAULT_T_HOST_SOURCE}",
             "t_chunk": f"{DEFAULT_T_CHUNK_S * 1e3:g} ms per chunk, beside the engine, "
             + DEFAULT_T_CHUNK_SOURCE,
             "mbu": f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})",

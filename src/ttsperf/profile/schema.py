@@ -243,15 +243,15 @@ def load_host_profile(path: str | Path) -> HostProfile:
     return _validate(HostProfile, raw, p)
 
 
+SHIPPED_HOST = "host-amd-epyc.json"  # src/ttsperf/data: measured on the development machine
+
+
 def default_host_profile() -> HostProfile:
     """The host profile shipped with ttsperf: measured on the development machine, its CPU named
-    inside (src/ttsperf/data/host-<cpu>.json)."""
+    inside (src/ttsperf/data/host-amd-epyc.json)."""
     from importlib.resources import as_file, files
 
-    shipped = sorted(f for f in files("ttsperf.data").iterdir() if f.name.startswith("host-"))
-    if not shipped:
-        raise UserError("no host profile is shipped with this ttsperf (src/ttsperf/data/host-*.json)")
-    with as_file(shipped[0]) as p:
+    with as_file(files("ttsperf.data") / SHIPPED_HOST) as p:
         return load_host_profile(p)
 
 

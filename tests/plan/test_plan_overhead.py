@@ -1,0 +1,92 @@
+"""A step's fixed cost per engine mode, from a host profile (measured host work, counted kernels)
+and the sourced per-kernel costs: the formulas, the shipped profile, --host-profile."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ttsperf.errors import UserError
+from ttsperf.plan import overhead as O
+from ttsperf.plan.api import make_plan
+from ttsperf.profile.schema import HostProfile, default_host_profile
+
+GAP, NODE, REPLAY = (O.KERNEL_COSTS[k] for k in ("launch_gap", "graph_node", "graph_replay"))
+
+
+def test_eager_and_compile_pay_the_slower_of_the_host_and_the_launches():
+    host_bound = O.Part(host_s=0.010, host_spread=0.002, kernels=800)
+    assert O.fixed_cost(host_bound, "eager", "low") == pytest.approx(0.009)  # median - IQR/2
+    assert O.fixed_cost(host_bound, "eager", "high") == pytest.approx(0.011)
+    assert O.bound_by(host_bound, "eager") == "host"
+    launch_bound = O.Part(host_s=0.001, host_spread=0.0, kernels=800)
+    assert O.fixed_cost(launch_bound, "compile", "low") == pytest.approx(800 * GAP.low)
+    assert O.fixed_cost(launch_bound, "compile", "high") == pytest.approx(800 * GAP.high)
+    assert O.bound_by(launch_bound, "compile") == "device"
+
+
+def test_cuda_graphs_pay_one_replay_the_nodes_and_what_is_launched_outside():
+    part = O.Part(host_s=0.0, host_spread=0.0, kernels=7, nodes=864)
+    for end in ("low", "high"):
+        want = REPLAY.at(end) + 864 * NODE.at(end) + 7 * GAP.at(end)
+        assert O.fixed_cost(part, "cuda-graphs", end) == pytest.approx(want)
+    s = O.span(part, "cuda-graphs")
+    assert s.low < s.centre < s.high
+
+
+def test_the_shipped_profile_prices_every_mode_from_its_own_numbers():
+    prof = default_host_profile()
+    modes = O.default_modes()
+    assert list(modes) == ["eager", "compile", "cuda-graphs"]
+    p1 = min(prof.host.parts["decode"].points, key=lambda p: p.size)
+    eager = p1.modes["eager"]
+    assert modes["eager"].t_fixed == pytest.approx(
+        max(eager.host_seconds.value, eager.kernels.value * GAP.at("mid"))
+    )
+    assert modes["cuda-graphs"].t_fixed < modes["compile"].t_fixed < modes["eager"].t_fixed
+    for m in modes.values():
+        assert m.low <= m.t_fixed <= m.high and m.audio.low <= m.audio.centre <= m.audio.high
+        assert m.source.startswith("host profile shipped host-amd-epyc.json (")
+    assert modes["cuda-graphs"].max_batch == 256
+
+
+def _host_file(tmp_path, scale: float, drop_compile: bool = False):
+    """The shipped host profile with every host second x `scale` (a slower or faster CPU)."""
+    data = default_host_profile().dump()
+    for part in data["host"]["parts"].values():
+        for point in part["points"]:
+            if drop_compile:
+                point["modes"].pop("compile", None)
+            for cost in point["modes"].values():
+                if cost["host_seconds"] is not None:
+                    cost["host_seconds"]["value"] *= scale
+    path = tmp_path / f"host-{scale:g}.json"
+    path.write_text(json.dumps(data))
+    HostProfile.model_validate(data)
+    return path
+
+
+def test_a_slower_host_profile_carries_fewer_eager_streams_and_every_row_names_it(tmp_path):
+    common = dict(gpus="RTX 4090", scenario="realtime", streams=100, mode="eager", requests=300)
+    shipped = make_plan(**common).scenarios[0].rows[0]
+    slow_file = _host_file(tmp_path, 3.0)
+    slow = make_plan(**common, host_profile=str(slow_file)).scenarios[0].rows[0]
+    assert slow.max_streams < shipped.max_streams
+    assert str(slow_file) in slow.basis["step.t_fixed"].how
+    assert "shipped host-amd-epyc.json" in shipped.basis["step.t_fixed"].how
+
+
+def test_a_mode_the_host_profile_did_not_measure_is_a_clear_error(tmp_path):
+    path = _host_file(tmp_path, 1.0, drop_compile=True)
+    with pytest.raises(UserError, match="--mode compile: the host profile measured only eager, cuda-graphs"):
+        make_plan(gpus="RTX 4090", scenario="offline", mode="compile", host_profile=str(path), requests=100)
+
+
+def test_every_gpu_rows_range_spans_at_most_2x_and_names_the_host_profile():
+    """Issue 21's must-show, on the realtime scenario at 100 streams over four cards."""
+    plan = make_plan(scenario="realtime", streams=100, gpus="T4,RTX 4090,A100 80GB SXM,H100 SXM")
+    for r in plan.scenarios[0].rows:
+        low, high = r.max_streams_range
+        assert 0 < low <= r.max_streams <= high <= 2 * low, r.gpu
+        assert "host profile shipped host-amd-epyc.json" in r.basis["step.t_fixed"].how
