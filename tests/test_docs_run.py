@@ -1,8 +1,9 @@
 """Every command the docs show runs as pasted (issue 25): the README's and each command's `--help`
 examples (tests/docs_examples.py collects them from the README and the typer app, so a new
 example is run without editing this file) run in bash in a scratch folder that holds what they
-name: a profile (profile.json, prof.json, gpu_profile.json), a plan (plans/), bench runs (runs/),
-a tiny asset directory (./asset), texts and TensorRT shapes, the README's ttsperf.toml. The URL
+name: a profile (profile.json, prof.json, gpu_profile.json), a host profile (host.json), a plan
+(plans/), bench runs (runs/), a tiny asset directory (./asset), texts, price quotes and TensorRT
+shapes, the README's ttsperf.toml. The URL
 `http://127.0.0.1:8080` is a real server on loopback: `ttsperf serve --synthetic --config tiny` for
 doctor, bench's mock TTS server for bench (hundreds of requests in seconds; bench on the tiny
 server is tests/bench/test_bench_cli.py::test_on_a_tiny_server_the_bare_p99_command_ends_pass).
@@ -105,7 +106,9 @@ def workspace(tmp_path_factory, servers) -> Path:
         write_outputs(run, ws / folder)
     (ws / "my_texts.txt").write_text("你好，世界。\nhello there, how are you today?\n", encoding="utf-8")
     (ws / "shapes.txt").write_text("--minShapes=codes:1x4 --optShapes=codes:2x4 --maxShapes=codes:8x4\n")
-    shutil.copy(ROOT / "src/ttsperf/data/prices.csv", ws / "my_alibaba_prices.csv")
+    for quotes in ("my_alibaba_prices.csv", "my_quotes.csv"):
+        shutil.copy(ROOT / "src/ttsperf/data/prices.csv", ws / quotes)
+    shutil.copy(ROOT / "src/ttsperf/data/host-amd-epyc.json", ws / "host.json")  # profile --host's file
     (ws / "ttsperf.toml").write_text(_readme_toml(servers["mock"]), encoding="utf-8")
     env = _env()
     for cmd in ("ttsperf assets make-random ./asset --config tiny --seed 0",

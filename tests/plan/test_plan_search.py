@@ -153,7 +153,7 @@ def test_step_overhead_what_if_raises_capacity():
         .scenarios[0]
         .rows[0]
     )
-    assert fast.max_streams > 10 * base.max_streams
+    assert fast.max_streams > 3 * base.max_streams  # 3 ms a step and a call against eager 8.9 and 7.2
     assert "--step-overhead" in fast.basis["step_ms"].how
 
 

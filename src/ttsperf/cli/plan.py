@@ -81,11 +81,11 @@ def render(
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(
         "setting = engine mode, dtype, c = steps before the first audio chunk (the flags: --json, "
-        "'settings.serve_flags'); (a-b) = at the high and low ends of the mode's sourced per-step "
-        "overhead; binds = what stops more load per GPU. (fit) = step time fitted to a profile of that "
-        "card; * = price from --price; own = bought (--own): amortised + electricity; ~ = converted "
-        "(the rate below). Dim rows miss the SLO. Every latency, capacity and cost is projected "
-        "(formula and inputs per number: --json, 'basis'); defaults are assumptions in "
+        "'settings.serve_flags'); (a-b) = at the high and low ends of the mode's fixed costs (host "
+        "profile, kernel costs); binds = what stops more load per GPU. (fit) = step time fitted to a "
+        "profile of that card; * = price from --price; own = bought (--own): amortised + electricity; "
+        "~ = converted (the rate below). Dim rows miss the SLO. Every latency, capacity and cost is "
+        "projected (formula and inputs per number: --json, 'basis'); defaults are assumptions in "
         "docs/PLANNING.md. Each price's provider, tier and date: --list-prices."
         + ("" if wide else " --wide: latencies, batch, machines and energy.")
     )

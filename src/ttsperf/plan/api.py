@@ -103,12 +103,13 @@ def _host_profile(path: str | None) -> tuple[HostProfile, str]:
     return default_host_profile(), f"shipped {SHIPPED_HOST}"  # (overhead.default_modes' label)
 
 
-def _calibration(s: PlanSettings, profiles: list[str], calibrated: bool) -> str:
-    """What the plan's step models rest on: profiles or defaults, and the what-ifs."""
+def _calibration(s: PlanSettings, profiles: list[str], calibrated: bool, host: str) -> str:
+    """What the plan's step models rest on: profiles or the host profile and defaults, and the what-ifs."""
+    base = f"the host profile ({host}) and documented defaults"
     if calibrated:
-        note = "profiled cards fitted to " + ", ".join(profiles) + "; other cards projected from defaults"
+        note = "profiled cards fitted to " + ", ".join(profiles) + f"; other cards projected from {base}"
     else:
-        note = "projected from documented defaults (assumptions), no profile given"
+        note = f"projected from {base}, no card profile given"
     if s.step_overhead is not None:
         note += f"; per-step overhead {s.step_overhead} set by --step-overhead (what-if)"
     if s.vocoder_overhead is not None:
@@ -157,11 +158,11 @@ def make_plan(
         )
     cards = build_cards(cat, profiles, dt)
     calibrated = any(c.profiled for c in cards)
-    note = _calibration(s, [p for p, _ in profiles], calibrated)
+    host_profile, host = _host_profile(s.host_profile)
+    note = _calibration(s, [p for p, _ in profiles], calibrated, host)
     target = Load("streams", s.streams) if s.streams else Load("rate", s.rate) if s.rate else None
     slo_limits = parse_slo(s.slo) if s.slo is not None else None
     own_cards = parse_own(s.own, cat.known, s.amortize, s.electricity, s.currency, rates)
-    host_profile, host = _host_profile(s.host_profile)
     ctx = PlanContext(
         cat, workload, s.requests, s.seed, s.memory_at, s.max_batch, own_cards, s.engine, s.gpus_per_machine,
         modes=parse_modes(s.mode),

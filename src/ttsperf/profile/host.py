@@ -385,15 +385,16 @@ def measure_host(
 
 def render_host(h: HostSection):
     """The host section as one table that fits 80 columns: ms and kernels per part, size and mode."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"host work per call on {h.cpu.model[:40]} (1 thread)")
+    table = Table(title=f"host work per call on {h.cpu.model[:40]} (1 thread)", box=box.SIMPLE_HEAD)
     table.add_column("part")
-    table.add_column("size", justify="right")
+    table.add_column("size", justify="right", no_wrap=True)
     for mode in h.modes:
         label = {"eager": "eager", "compile": "compile", "cuda_graphs": "graphs"}[mode]
-        table.add_column(f"{label} ms", justify="right")
-        table.add_column("kernels" if mode != "cuda_graphs" else "k+nodes", justify="right")
+        table.add_column(f"{label}\nms", justify="right")
+        table.add_column("kernels" if mode != "cuda_graphs" else "kernels\n+nodes", justify="right")
     for name, part in h.parts.items():
         for p in part.points:
             cells = [name, f"{part.size_name} {p.size}"]
