@@ -21,3 +21,17 @@ def test_plan_section_cost_table_and_pareto_chart(results):
     assert [r[0] for r in apart.rows] == [r.gpu for r in sc.rows if r.device == "other"] != []
     meets = [r[1] for r in table.rows]
     assert meets == sorted(meets, key=lambda m: m != "yes")  # the cards meeting the SLO first
+
+
+def test_a_plan_in_yuan_is_reported_in_yuan(tmp_path):
+    """Every cost of a plan is in its currency: the table's headers and the chart's axis say CNY."""
+    from pathlib import Path
+
+    from ttsperf.plan.api import make_plan
+
+    plan = make_plan(scenario="offline", gpus="T4,RTX 4090", currency="CNY", requests=100)
+    (sec,) = plan_sections(Path("plan.json"), plan, "k")
+    (table,) = _tables(sec)
+    assert {"CNY/GPU-h", "CNY/h", "CNY/audio-h"} <= set(table.headers) and "$/h" not in table.headers
+    (chart,) = sec.charts()
+    assert "CNY per audio hour" in chart.svg and "USD" not in chart.svg

@@ -14,6 +14,7 @@ import math
 from matplotlib.transforms import offset_copy
 
 from ttsperf.charts import LIMIT_COLOR, figure, plain_formatter, round_ticks, seconds_formatter, to_svg
+from ttsperf.plan.money import DEFAULT_CURRENCY, unit
 from ttsperf.plan.schema import PlanRow, ScenarioPlan
 from ttsperf.slo import METRIC_ALIASES, NAME_ALIASES
 
@@ -89,7 +90,8 @@ def cost_svg(sc: ScenarioPlan) -> str:
     ax = fig.subplots()
     ax.set_title(f"{sc.scenario}: cost vs {label} at the target load (projected)")
     ax.set_xlabel(label + ("" if metric else " (this scenario has no latency bound)"))
-    ax.set_ylabel("USD per audio hour")
+    currency = next((r.currency for r in sc.rows), DEFAULT_CURRENCY)
+    ax.set_ylabel(f"{currency} per audio hour")
     if not rows:
         ax.text(0.5, 0.5, "no GPU meets the SLO with a price", ha="center", transform=ax.transAxes)
         return to_svg(fig)
@@ -119,7 +121,8 @@ def cost_svg(sc: ScenarioPlan) -> str:
     round_ticks(ax.xaxis)
     round_ticks(ax.yaxis)
     ax.xaxis.set_major_formatter(seconds_formatter(hi_x) if seconds else plain_formatter())
-    ax.yaxis.set_major_formatter(plain_formatter("$"))
+    sign = unit(currency)
+    ax.yaxis.set_major_formatter(plain_formatter(sign if sign == "$" else f"{sign} "))
     if ax.get_legend_handles_labels()[0]:
         ax.legend(loc="best", fontsize=9)
     return to_svg(fig)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ttsperf.i18n import N_, SOURCE, _, current
+from ttsperf.plan.money import unit
 from ttsperf.plan.schema import Plan, PlanRow, ScenarioPlan
 from ttsperf.report.answer import binding_text, range_text, settings_text
 from ttsperf.report.cost_chart import axis, candidates, cost_svg, is_gpu, pareto
@@ -78,7 +79,8 @@ def scenario_section(path: Path, plan: Plan, sc: ScenarioPlan, key: str) -> Sect
         "★ on the Pareto front (no card both cheaper per audio hour and lower in {metric}); latencies at "
         "the target load per GPU; calibration: {calibration}; prices: {prices}"
     ).format(metric=label, calibration=plan.inputs.calibration, prices=plan.inputs.prices)
-    headers = [_(h) for h in HEADERS]
+    cur = unit(plan.inputs.currency)  # every cost of a plan is in its currency
+    headers = [_(h).replace("$", cur) for h in HEADERS]
     sec.blocks.append(Table(headers, [_row(r, front) for r in gpus], caption))
     other = [r for r in sc.rows if not is_gpu(r)]
     if other:
