@@ -20,7 +20,7 @@ from ttsperf.plan import memory as M
 from ttsperf.plan import overhead as O
 from ttsperf.plan import steptime as S
 from ttsperf.plan.cards import Card, build_cards, plan_dtype, profiled_name
-from ttsperf.plan.catalog import load_catalog, split_names
+from ttsperf.plan.catalog import Catalog, load_catalog, split_names
 from ttsperf.plan.cost import parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
 from ttsperf.plan.money import load_rates
@@ -181,8 +181,25 @@ def make_plan(
             "no price for " + ", ".join(missing) + f": supply with --price NAME={s.currency}_PER_GPU_HOUR, "
             "--prices FILE or a price set (ttsperf plan --list-prices)"
         )
-    inputs = PlanInputs(
-        profiles=[p for p, _ in profiles],
+    inputs = _inputs(
+        s, [p for p, _ in profiles], note, dt, workload, cards, cat, _defaults(workload, calibrated, host)
+    )
+    return Plan(inputs=inputs, scenarios=scenarios, notes=notes)
+
+
+def _inputs(
+    s: PlanSettings,
+    profiles: list[str],
+    note: str,
+    dt: str,
+    workload: Workload,
+    cards: list[Card],
+    cat: Catalog,
+    defaults: dict[str, Default],
+) -> PlanInputs:
+    """What the plan was made from, as plan.json records it."""
+    return PlanInputs(
+        profiles=profiles,
         calibration=note,
         workload={
             "dtype": dt,
@@ -191,7 +208,7 @@ def make_plan(
             "prompt_tokens": s.prompt_tokens,
             "context_tokens": workload.context_tokens,
             "kv_tokens_per_sequence": workload.kv_tokens,
-            "first_chunk_steps": first_chunk_steps,
+            "first_chunk_steps": workload.first_chunk_steps,
             "chunk_steps": workload.chunk_steps,
             "engine": s.engine,
         },
@@ -200,13 +217,12 @@ def make_plan(
         prices=cat.prices_file,
         currency=s.currency,
         fx=sorted({p.fx.label() for p in cat.prices.values() if p.fx}),
-        defaults=_defaults(workload, calibrated, host),
+        defaults=defaults,
         seed=s.seed,
         requests_per_simulation=s.requests,
         gpus_per_machine=s.gpus_per_machine,
         settings=s.model_dump(mode="json"),
-    )
-    return Plan(inputs=inputs, scenarios=scenarios, notes=notes)
+    )  # fmt: skip
 
 
 def _with_slo(scenario: Scenario, slo: dict[str, float] | None) -> Scenario:

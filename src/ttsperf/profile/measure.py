@@ -262,7 +262,7 @@ def profile_model(
     progress: Progress | None = None,
 ) -> ModelProfile:
     say = progress or (lambda _msg: None)
-    device, cfg, g = pipe.device, pipe.cfg, pipe.cfg.gpt
+    device, cfg = pipe.device, pipe.cfg
     model = pipe.model
     dtype = next(model.gpt.parameters()).dtype
     elem = torch.finfo(dtype).bits // 8
@@ -274,88 +274,10 @@ def profile_model(
     kv_per_token = kv_probe.nbytes / 1024
     del kv_probe
 
-    memory: list[MemoryPoint] = []
-    steps: list[StepPoint] = []
-    for batch in batches:
-        for ctx in contexts:
-            say(f"decode step, batch {batch}, context {ctx}")
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
-                torch.cuda.reset_peak_memory_stats(device)
-            slots, step = decode_step(pipe, fwd, batch, ctx, gen)
-            t, spread = median_time(step, device, repeats, warmup)
-            how = _how(
-                repeats,
-                warmup,
-                device,
-                "engine decode step (slot forward + code heads + batched per-row sampling)",
-            )
-            steps.append(StepPoint(batch=batch, context=ctx, seconds=_measured(t, spread, repeats, how)))
-            if device.type == "cuda":
-                used, how = (
-                    torch.cuda.max_memory_allocated(device),
-                    "torch.cuda.max_memory_allocated, timed steps",
-                )
-                rss = None
-            else:
-                used, how = (
-                    weights + slots.nbytes,
-                    "the engine's tensor bytes: weights + KV slots (no allocator peak)",
-                )
-                rss_now = psutil.Process().memory_info().rss
-                rss = Measured(value=rss_now, unit="B", how="process RSS after the timed steps")
-            peak = Measured(value=used, unit="B", how=how)
-            memory.append(MemoryPoint(batch=batch, context=ctx, peak_bytes=peak, rss_bytes=rss))
-            del slots
-
+    steps, memory = _decode_points(pipe, fwd, gen, batches, contexts, repeats, warmup, weights, say)
     few = max(3, repeats // 2)
-    prefill: list[PrefillPoint] = []
-    for n in prompts:
-        say(f"prefill, {n} prompt tokens")
-        slots = kv_slots(pipe, 1, n)
-        e = torch.randn(1, n, g.hidden_size, generator=gen).to(device, dtype)
-        t, spread = median_time(lambda: fwd.prefill(e, slots, 0), device, few, 1)  # noqa: B023
-        how = _how(few, 1, device, "slot-forward prefill of one prompt")
-        prefill.append(PrefillPoint(prompt_tokens=n, seconds=_measured(t, spread, few, how)))
-    # the engine prefills everyone joining at a step in one call, up to its token budget: the
-    # tokens plan's simulator will ask about at the batches it predicts
-    n, budget = max(prompts), EngineConfig.prefill_tokens
-    for rows in sorted({min(b, budget // n) for b in batches if b > 1} - {0, 1}):
-        say(f"prefill, {rows} prompts of {n} tokens in one call")
-        slots = kv_slots(pipe, rows, n)
-        e = torch.randn(rows, n, g.hidden_size, generator=gen).to(device, dtype)
-        t, spread = median_time(lambda: fwd.prefill_many(e, slots, 0, [n] * rows), device, few, 1)  # noqa: B023
-        how = _how(few, 1, device, f"slot-forward prefill of {rows} prompts in one call")
-        prefill.append(PrefillPoint(prompt_tokens=n, rows=rows, seconds=_measured(t, spread, few, how)))
-
-    say("decoder + vocoder")
-    audio_steps = round(5 * cfg.steps_per_second)
-    hidden = [torch.randn(g.hidden_size, generator=gen).to(device) for _ in range(audio_steps)]
-
-    def whole() -> None:
-        AudioDecoder(model, 0).emit(hidden, final=True)
-
-    t, spread = median_time(whole, device, few, 1)
-    seconds_of_audio = audio_steps / cfg.steps_per_second
-    how = _how(few, 1, device, "Decoder + Vocos over 5 s of audio, divided by the audio seconds")
-    decode_rate = _measured(t / seconds_of_audio, spread / seconds_of_audio, few, how, unit="s/s")
-    chunk_steps = 24 + (AudioDecoder(model, 4).ctx_frames + 1) // 2
-
-    def one_chunk() -> None:
-        d = AudioDecoder(model, 4)
-        d.emitted = d.ctx_frames * d.hop  # as deep into a stream as a full left context reaches
-        d.emit(hidden[: chunk_steps + 24], final=False)
-
-    t, spread = median_time(one_chunk, device, few, 1)
-    how = _how(few, 1, device, "one streamed chunk (24 new steps + left context), Decoder + Vocos")
-    chunk_seconds = _measured(t, spread, few, how)
-    audio_calls = []
-    for rows in batches:
-        say(f"decoder + vocoder, {rows} rows' chunks in one call")
-        t, spread = audio_call_seconds(pipe, rows, few, gen)
-        what = f"the engine's batched Decoder + Vocos call over {rows} rows' streamed chunks"
-        how = _how(few, 1, device, what)
-        audio_calls.append(AudioCallPoint(rows=rows, seconds=_measured(t, spread, few, how)))
+    prefill = _prefill_points(pipe, fwd, gen, prompts, batches, few, say)
+    decode_rate, chunk_seconds, audio_calls = _audio_points(pipe, gen, batches, few, say)
 
     say("the engine's host work per row")
     host, host_step = host_per_row(pipe, batches, repeats)
@@ -399,3 +321,125 @@ def profile_model(
         audio_calls=audio_calls,
         achieved_bandwidth_gbs=Measured(value=bw, unit="GB/s", how=bw_how),
     )
+
+
+def _decode_points(
+    pipe: Pipeline,
+    fwd: SlotForward,
+    gen: torch.Generator,
+    batches: list[int],
+    contexts: list[int],
+    repeats: int,
+    warmup: int,
+    weights: int,
+    say: Progress,
+) -> tuple[list[StepPoint], list[MemoryPoint]]:
+    """The engine's decode step timed at every (batch, context), and the memory it held."""
+    device = pipe.device
+    memory: list[MemoryPoint] = []
+    steps: list[StepPoint] = []
+    for batch in batches:
+        for ctx in contexts:
+            say(f"decode step, batch {batch}, context {ctx}")
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+                torch.cuda.reset_peak_memory_stats(device)
+            slots, step = decode_step(pipe, fwd, batch, ctx, gen)
+            t, spread = median_time(step, device, repeats, warmup)
+            how = _how(
+                repeats,
+                warmup,
+                device,
+                "engine decode step (slot forward + code heads + batched per-row sampling)",
+            )
+            steps.append(StepPoint(batch=batch, context=ctx, seconds=_measured(t, spread, repeats, how)))
+            if device.type == "cuda":
+                used, how = (
+                    torch.cuda.max_memory_allocated(device),
+                    "torch.cuda.max_memory_allocated, timed steps",
+                )
+                rss = None
+            else:
+                used, how = (
+                    weights + slots.nbytes,
+                    "the engine's tensor bytes: weights + KV slots (no allocator peak)",
+                )
+                rss_now = psutil.Process().memory_info().rss
+                rss = Measured(value=rss_now, unit="B", how="process RSS after the timed steps")
+            peak = Measured(value=used, unit="B", how=how)
+            memory.append(MemoryPoint(batch=batch, context=ctx, peak_bytes=peak, rss_bytes=rss))
+            del slots
+
+    return steps, memory
+
+
+def _prefill_points(
+    pipe: Pipeline,
+    fwd: SlotForward,
+    gen: torch.Generator,
+    prompts: list[int],
+    batches: list[int],
+    few: int,
+    say: Progress,
+) -> list[PrefillPoint]:
+    """One prompt's prefill per length, then the batched admission the engine makes."""
+    device, g = pipe.device, pipe.cfg.gpt
+    dtype = next(pipe.model.gpt.parameters()).dtype
+    prefill: list[PrefillPoint] = []
+    prefill: list[PrefillPoint] = []
+    for n in prompts:
+        say(f"prefill, {n} prompt tokens")
+        slots = kv_slots(pipe, 1, n)
+        e = torch.randn(1, n, g.hidden_size, generator=gen).to(device, dtype)
+        t, spread = median_time(lambda: fwd.prefill(e, slots, 0), device, few, 1)  # noqa: B023
+        how = _how(few, 1, device, "slot-forward prefill of one prompt")
+        prefill.append(PrefillPoint(prompt_tokens=n, seconds=_measured(t, spread, few, how)))
+    # the engine prefills everyone joining at a step in one call, up to its token budget: the
+    # tokens plan's simulator will ask about at the batches it predicts
+    n, budget = max(prompts), EngineConfig.prefill_tokens
+    for rows in sorted({min(b, budget // n) for b in batches if b > 1} - {0, 1}):
+        say(f"prefill, {rows} prompts of {n} tokens in one call")
+        slots = kv_slots(pipe, rows, n)
+        e = torch.randn(rows, n, g.hidden_size, generator=gen).to(device, dtype)
+        t, spread = median_time(lambda: fwd.prefill_many(e, slots, 0, [n] * rows), device, few, 1)  # noqa: B023
+        how = _how(few, 1, device, f"slot-forward prefill of {rows} prompts in one call")
+        prefill.append(PrefillPoint(prompt_tokens=n, rows=rows, seconds=_measured(t, spread, few, how)))
+
+    return prefill
+
+
+def _audio_points(
+    pipe: Pipeline, gen: torch.Generator, batches: list[int], few: int, say: Progress
+) -> tuple[Measured, Measured, list[AudioCallPoint]]:
+    """Decoder + Vocos: the rate over 5 s of audio, one streamed chunk, the batched call per rows."""
+    device, cfg, g, model = pipe.device, pipe.cfg, pipe.cfg.gpt, pipe.model
+    say("decoder + vocoder")
+    audio_steps = round(5 * cfg.steps_per_second)
+    hidden = [torch.randn(g.hidden_size, generator=gen).to(device) for _ in range(audio_steps)]
+
+    def whole() -> None:
+        AudioDecoder(model, 0).emit(hidden, final=True)
+
+    t, spread = median_time(whole, device, few, 1)
+    seconds_of_audio = audio_steps / cfg.steps_per_second
+    how = _how(few, 1, device, "Decoder + Vocos over 5 s of audio, divided by the audio seconds")
+    decode_rate = _measured(t / seconds_of_audio, spread / seconds_of_audio, few, how, unit="s/s")
+    chunk_steps = 24 + (AudioDecoder(model, 4).ctx_frames + 1) // 2
+
+    def one_chunk() -> None:
+        d = AudioDecoder(model, 4)
+        d.emitted = d.ctx_frames * d.hop  # as deep into a stream as a full left context reaches
+        d.emit(hidden[: chunk_steps + 24], final=False)
+
+    t, spread = median_time(one_chunk, device, few, 1)
+    how = _how(few, 1, device, "one streamed chunk (24 new steps + left context), Decoder + Vocos")
+    chunk_seconds = _measured(t, spread, few, how)
+    audio_calls = []
+    for rows in batches:
+        say(f"decoder + vocoder, {rows} rows' chunks in one call")
+        t, spread = audio_call_seconds(pipe, rows, few, gen)
+        what = f"the engine's batched Decoder + Vocos call over {rows} rows' streamed chunks"
+        how = _how(few, 1, device, what)
+        audio_calls.append(AudioCallPoint(rows=rows, seconds=_measured(t, spread, few, how)))
+
+    return decode_rate, chunk_seconds, audio_calls
