@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -37,18 +39,13 @@ def demo(
     import torch
     from rich.progress import Progress
 
-    from ttsperf.audio import write_wav
-    from ttsperf.cli.demo_serving import bench_server, start_server, stop_server
     from ttsperf.model.config import get_config
     from ttsperf.model.pipeline import Pipeline
-    from ttsperf.plan.api import make_plan
-    from ttsperf.profile.measure import profile_model
     from ttsperf.report import write_report
 
     cfg = get_config(config)
     out_dir.mkdir(parents=True, exist_ok=True)
     _clear_previous(out_dir)
-    written: list[Path] = []  # this run's result files: what the report is built from
     summary: dict = {
         "out_dir": str(out_dir),
         "text": GUIDE_SENTENCE,
@@ -58,106 +55,31 @@ def demo(
         "threads": torch.get_num_threads(),
         "quick": quick,
     }
+    d = _Demo(out_dir, quick, config, device, summary)
     result = run = plan = None
-    stage = "starting"
     t0 = time.perf_counter()
     try:
         with Progress(disable=as_json) as progress:
-            stage = "building the model"
+            d.progress, d.stage = progress, "building the model"
             task = progress.add_task(f"1/5 building synthetic {config} weights", total=1)
             pipe = Pipeline.synthetic_model(cfg, seed=0, device=device)
             progress.update(task, completed=1)
             summary["build_seconds"] = time.perf_counter() - t0
-
-            stage = "synthesis"
-            task = progress.add_task("2/5 synthesizing the guide's sentence", total=None)
-            result = pipe.synthesize(
-                GUIDE_SENTENCE, on_step=lambda done, total: progress.update(task, completed=done, total=total)
-            )
-            wav = write_wav(out_dir / "demo.wav", result.wav, result.sample_rate)
-            summary.update(
-                wav=str(wav),
-                audio_seconds=round(result.audio_seconds, 3),
-                steps=result.steps,
-                rtf=round(result.rtf, 3),
-                length_source=result.length_source,
-                synth_seconds=result.wall_seconds,
-            )
-
-            stage = "profile"
-            t1 = time.perf_counter()
-            task = progress.add_task("3/5 profiling this device", total=None)
-            grid = (
-                ([1, 4], [64, 512], [16, 64], 3)
-                if quick
-                else ([1, 4, 16], [64, 512, 2048], [16, 64, 256], 10)
-            )
-            prof = profile_model(
-                pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=grid[3],
-                warmup=1 if quick else 3,
-                progress=lambda msg: progress.update(task, description=f"3/5 profiling: {msg}"),
-            )  # fmt: skip
-            profile_path = out_dir / "profile.json"
-            profile_path.write_text(json.dumps(prof.dump(), indent=2))
-            written.append(profile_path)
-            summary.update(profile=str(profile_path), profile_seconds=time.perf_counter() - t1)
-
-            stage = "serving and load-testing"
-            t_bench = time.perf_counter()
-            task = progress.add_task("4/5 serving and load-testing", total=None)
-            # Requests per point: enough for bench to put a 95% interval on P50 (order statistics
-            # need n >= 6; 8 leaves room for a failed request) and, in the full demo, on P90 (n >= 29).
-            sweep, per_point = ([1, 4], 8) if quick else ([1, 4, 16], 30)
-            server, url = start_server(config, device, max(sweep), out_dir / "server.log")
-            try:
-                run = bench_server(
-                    url, server.pid, sweep, per_point, out_dir / "bench",
-                    progress=lambda label, *_: progress.update(task, description=f"4/5 bench: {label}"),
-                )  # fmt: skip
-            finally:
-                stop_server(server)
-            written.append(out_dir / "bench" / "run.json")
-            summary.update(
-                bench=str(out_dir / "bench"),
-                bench_seconds=time.perf_counter() - t_bench,
-                bench_points=[
-                    {
-                        "load": p.label,
-                        "throughput_rps": p.throughput_rps,
-                        "audio_seconds_per_s": p.audio_seconds_per_s,
-                    }
-                    for p in run.points
-                ],
-            )
-            if run.interrupted:  # bench keeps what finished when Ctrl-C arrives; the demo stops here
-                raise KeyboardInterrupt
-
-            stage = "plan"
-            t2 = time.perf_counter()
-            task = progress.add_task("5/5 planning GPUs and cost", total=None)
-            plan = make_plan(
-                profile=[str(profile_path)],
-                progress=lambda msg: progress.update(task, description=f"5/5 planning: {msg}"),
-            )
-            plan_path = out_dir / "plan.json"
-            plan_path.write_text(json.dumps(plan.model_dump(mode="json", by_alias=True), indent=2))
-            written.append(plan_path)
-            summary.update(
-                plan=str(plan_path),
-                plan_seconds=time.perf_counter() - t2,
-                recommendations={sc.scenario: sc.recommendation for sc in plan.scenarios},
-            )
-            stage = ""
+            result = _synthesize(d, pipe)
+            profile_path = _profile(d, pipe)
+            run = _serve_and_bench(d)
+            plan = _plan(d, profile_path)
+            d.stage = ""
     except KeyboardInterrupt:
-        summary["interrupted"] = f"Ctrl-C during {stage}"
+        summary["interrupted"] = f"Ctrl-C during {d.stage}"
     summary.setdefault("recommendations", {})
     summary["report"] = str(out_dir / "report.html")  # written next, from the files listed above
     summary = {
         k: round(v, 2) if k.endswith("_seconds") and k != "audio_seconds" else v for k, v in summary.items()
     }
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
-    written.append(out_dir / "summary.json")
-    report = write_report(written, out_dir / "report.html")
+    d.written.append(out_dir / "summary.json")
+    report = write_report(d.written, out_dir / "report.html")
     if as_json:
         print_json(summary)
     else:
@@ -168,6 +90,116 @@ def demo(
     if "interrupted" in summary:
         print_fn(f"interrupted ({summary['interrupted']}): the report covers the stages that finished")
         raise typer.Exit(130)
+
+
+@dataclass
+class _Demo:
+    """One demo run: where it writes, what it has written (the report is built from it), its
+    summary, and the stage it is in (named if Ctrl-C stops it)."""
+
+    out_dir: Path
+    quick: bool
+    config: str
+    device: str
+    summary: dict
+    written: list[Path] = field(default_factory=list)
+    progress: Any = None
+    stage: str = "starting"
+
+
+def _synthesize(d: _Demo, pipe):
+    from ttsperf.audio import write_wav
+
+    d.stage = "synthesis"
+    task = d.progress.add_task("2/5 synthesizing the guide's sentence", total=None)
+    result = pipe.synthesize(
+        GUIDE_SENTENCE, on_step=lambda done, total: d.progress.update(task, completed=done, total=total)
+    )
+    wav = write_wav(d.out_dir / "demo.wav", result.wav, result.sample_rate)
+    d.summary.update(
+        wav=str(wav),
+        audio_seconds=round(result.audio_seconds, 3),
+        steps=result.steps,
+        rtf=round(result.rtf, 3),
+        length_source=result.length_source,
+        synth_seconds=result.wall_seconds,
+    )
+    return result
+
+
+def _profile(d: _Demo, pipe) -> Path:
+    from ttsperf.profile.measure import profile_model
+
+    d.stage = "profile"
+    t1 = time.perf_counter()
+    task = d.progress.add_task("3/5 profiling this device", total=None)
+    grid = ([1, 4], [64, 512], [16, 64], 3) if d.quick else ([1, 4, 16], [64, 512, 2048], [16, 64, 256], 10)
+    prof = profile_model(
+        pipe, batches=grid[0], contexts=grid[1], prompts=grid[2], repeats=grid[3],
+        warmup=1 if d.quick else 3,
+        progress=lambda msg: d.progress.update(task, description=f"3/5 profiling: {msg}"),
+    )  # fmt: skip
+    profile_path = d.out_dir / "profile.json"
+    profile_path.write_text(json.dumps(prof.dump(), indent=2))
+    d.written.append(profile_path)
+    d.summary.update(profile=str(profile_path), profile_seconds=time.perf_counter() - t1)
+    return profile_path
+
+
+def _serve_and_bench(d: _Demo):
+    from ttsperf.cli.demo_serving import bench_server, start_server, stop_server
+
+    d.stage = "serving and load-testing"
+    t_bench = time.perf_counter()
+    task = d.progress.add_task("4/5 serving and load-testing", total=None)
+    # Requests per point: enough for bench to put a 95% interval on P50 (order statistics
+    # need n >= 6; 8 leaves room for a failed request) and, in the full demo, on P90 (n >= 29).
+    sweep, per_point = ([1, 4], 8) if d.quick else ([1, 4, 16], 30)
+    server, url = start_server(d.config, d.device, max(sweep), d.out_dir / "server.log")
+    try:
+        run = bench_server(
+            url, server.pid, sweep, per_point, d.out_dir / "bench",
+            progress=lambda label, *_: d.progress.update(task, description=f"4/5 bench: {label}"),
+        )  # fmt: skip
+    finally:
+        stop_server(server)
+    d.written.append(d.out_dir / "bench" / "run.json")
+    d.summary.update(
+        bench=str(d.out_dir / "bench"),
+        bench_seconds=time.perf_counter() - t_bench,
+        bench_points=[
+            {
+                "load": p.label,
+                "throughput_rps": p.throughput_rps,
+                "audio_seconds_per_s": p.audio_seconds_per_s,
+            }
+            for p in run.points
+        ],
+    )
+    if run.interrupted:  # bench keeps what finished when Ctrl-C arrives; the demo stops here
+        raise KeyboardInterrupt
+    return run
+
+
+def _plan(d: _Demo, profile_path: Path):
+    from ttsperf.plan.api import make_plan
+
+    d.stage = "plan"
+    t2 = time.perf_counter()
+    task = d.progress.add_task("5/5 planning GPUs and cost", total=None)
+    plan = make_plan(
+        profile=[str(profile_path)],
+        progress=lambda msg: d.progress.update(task, description=f"5/5 planning: {msg}"),
+    )
+    plan_path = d.out_dir / "plan.json"
+    plan_path.write_text(json.dumps(plan.model_dump(mode="json", by_alias=True), indent=2))
+    d.written.append(plan_path)
+    d.summary.update(
+        plan=str(plan_path),
+        plan_seconds=time.perf_counter() - t2,
+        recommendations={sc.scenario: sc.recommendation for sc in plan.scenarios},
+    )
+    return plan
 
 
 # What a previous demo left in the folder: removed first, so the report never mixes two runs.
