@@ -164,13 +164,23 @@ def create_app(
     """The HTTP app over `engine` (already started); `api_key` protects /invoke and /v1/*."""
     state = ServerState(engine)
     registry = metrics.make_registry(engine, state.http)
-    sample_rate = engine.pipe.cfg.sample_rate
-    retry_after = engine.config.retry_after
     app = FastAPI(title="ttsperf", version=__version__, summary="ChatTTS with continuous batching")
     app.state.ttsperf = state
     app.add_middleware(_CountRequests, stats=state.http)
     errors.install(app)
     auth = [Depends(_auth(api_key))]
+
+    _add_synthesis_routes(app, engine, state, auth, max_body_bytes, read_timeout)
+    _add_status_routes(app, engine, state, auth, registry)
+    return app
+
+
+def _add_synthesis_routes(
+    app: FastAPI, engine: Engine, state: ServerState, auth: list, max_body_bytes: int, read_timeout: float
+) -> None:
+    """/invoke (the guide's contract) and /v1/audio/speech (OpenAI's), buffered or streamed."""
+    sample_rate = engine.pipe.cfg.sample_rate
+    retry_after = engine.config.retry_after
 
     def start(request: Request, synth: SynthRequest, text_field: str) -> AsyncGenerator[Event, None]:
         """Submit and return the request's events. No await between the draining check and the
@@ -245,6 +255,10 @@ def create_app(
         content = audio_body(first, rest, body.response_format, sample_rate)
         return StreamingResponse(content, media_type=MEDIA[body.response_format], headers=headers)
 
+
+def _add_status_routes(app: FastAPI, engine: Engine, state: ServerState, auth: list, registry) -> None:
+    """What a client or an orchestrator reads: models, liveness, readiness, Prometheus metrics."""
+
     @app.get("/v1/models", dependencies=auth, responses={200: {"model": ModelList}, **AUTH_ERRORS})
     async def models() -> dict:
         """Model ids a client may name; all are served by the one loaded model."""
@@ -278,5 +292,3 @@ def create_app(
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:
         return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
-
-    return app
