@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ttsperf.bench.results import BenchRun, PointResult
 from ttsperf.charts import HLine, LineChart, Series
-from ttsperf.i18n import _
+from ttsperf.i18n import N_, _
 from ttsperf.report.document import Chart, Section, Table, mb, ms, num
 
 # SLO constraints drawn as a line on the latency chart: bench's names for latency percentiles.
@@ -77,6 +77,14 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
             "inconclusive": _("SLO inconclusive: {why}.").format(why="; ".join(run.slo.undecided)),
         }[run.slo.status]
         sec.say(verdict)
+    _latency_chart(sec, run, pts, key)
+    sec.blocks.append(_throughput_chart(run, pts, key))
+    sec.blocks.append(_points_table(pts))
+    return sec
+
+
+def _latency_chart(sec: Section, run: BenchRun, pts: list, key: str) -> None:
+    """E2E and TTFA percentiles vs load, with their intervals (mean and max when n is too small)."""
     series = _pct_series(pts, "latency_s", ("p50", "p90", "p99"), "E2E")
     series += _pct_series(pts, "ttfa_s", ("p50", "p99"), "TTFA")
     if not series:  # too few requests for any bounded percentile (P50 needs n >= 6): show what n gives
@@ -105,6 +113,9 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
                 ).svg(),
             )
         )
+
+
+def _throughput_chart(run: BenchRun, pts: list, key: str) -> Chart:
     thr = [Series("requests/s (successes / window)", [(p.strategy.load, p.throughput_rps) for p in pts])]
     if any(p.goodput_rps is not None for p in pts):
         thr.append(
@@ -115,51 +126,49 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
             )
         )
     thr.append(Series("audio seconds / s", [(p.strategy.load, p.audio_seconds_per_s) for p in pts]))
-    sec.blocks.append(
-        Chart(
-            f"throughput_{key}",
-            _("Throughput vs load"),
-            LineChart("Throughput vs load", _xlabel(run), "per second", thr).svg(),
-        )
+    return Chart(
+        f"throughput_{key}",
+        _("Throughput vs load"),
+        LineChart("Throughput vs load", _xlabel(run), "per second", thr).svg(),
     )
-    sec.blocks.append(
-        Table(
+
+
+def _points_table(pts: list) -> Table:
+    return Table(
+        [
+            _("load"),
+            "n",
+            _("ok"),
+            "req/s",
+            _("audio s/s"),
+            "E2E P50",
+            "E2E P90",
+            "E2E P99",
+            "TTFA P50",
+            "TTFA P99",
+            _("errors"),
+        ],  # fmt: skip
+        [
             [
-                _("load"),
-                "n",
-                _("ok"),
-                "req/s",
-                _("audio s/s"),
-                "E2E P50",
-                "E2E P90",
-                "E2E P99",
-                "TTFA P50",
-                "TTFA P99",
-                _("errors"),
-            ],  # fmt: skip
-            [
-                [
-                    p.label,
-                    str(p.requests),
-                    str(p.successes),
-                    num(p.throughput_rps),
-                    num(p.audio_seconds_per_s),
-                    pct(p.latency_s, "p50"),
-                    pct(p.latency_s, "p90"),
-                    pct(p.latency_s, "p99"),
-                    pct(p.ttfa_s, "p50"),
-                    pct(p.ttfa_s, "p99"),
-                    ", ".join(f"{k} {v}" for k, v in p.errors.items() if v) or "0",
-                ]
-                for p in pts
-            ],
-            _(
-                "[low, high]: the percentile's confidence interval as bench reports it "
-                "(– : unbounded at this n); – alone: no audio reported"
-            ),
-        )
+                p.label,
+                str(p.requests),
+                str(p.successes),
+                num(p.throughput_rps),
+                num(p.audio_seconds_per_s),
+                pct(p.latency_s, "p50"),
+                pct(p.latency_s, "p90"),
+                pct(p.latency_s, "p99"),
+                pct(p.ttfa_s, "p50"),
+                pct(p.ttfa_s, "p99"),
+                ", ".join(f"{k} {v}" for k, v in p.errors.items() if v) or "0",
+            ]
+            for p in pts
+        ],
+        _(
+            "[low, high]: the percentile's confidence interval as bench reports it "
+            "(– : unbounded at this n); – alone: no audio reported"
+        ),
     )
-    return sec
 
 
 def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
@@ -167,37 +176,13 @@ def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
     gpu = [s for s in run.telemetry if "gpu_util" in s]
     proc = [s for s in run.telemetry if "proc_cpu_pct" in s]
     if gpu:
+        util = [(s["t"], 100 * s["gpu_util"]) for s in gpu]
         sec.blocks.append(
-            Chart(
-                f"gpu_{key}",
-                _("GPU utilisation over the run"),
-                LineChart(
-                    "GPU utilisation over the run",
-                    "run time (s)",
-                    "utilisation %",
-                    [Series("GPU util %", [(s["t"], 100 * s["gpu_util"]) for s in gpu])],
-                    markers=False,
-                ).svg(),
-            )
+            _over_run(f"gpu_{key}", N_("GPU utilisation over the run"), "utilisation %", "GPU util %", util)
         )
-        if any("gpu_mem_bytes" in s for s in gpu):
+        if mem := [(s["t"], s["gpu_mem_bytes"] / 1e9) for s in gpu if "gpu_mem_bytes" in s]:
             sec.blocks.append(
-                Chart(
-                    f"gpu_mem_{key}",
-                    _("GPU memory over the run"),
-                    LineChart(
-                        "GPU memory over the run",
-                        "run time (s)",
-                        "GB",
-                        [
-                            Series(
-                                "GPU memory GB",
-                                [(s["t"], s["gpu_mem_bytes"] / 1e9) for s in gpu if "gpu_mem_bytes" in s],
-                            )
-                        ],
-                        markers=False,
-                    ).svg(),
-                )
+                _over_run(f"gpu_mem_{key}", N_("GPU memory over the run"), "GB", "GPU memory GB", mem)
             )
     else:
         notes = "; ".join(run.telemetry_notes) or _(
@@ -210,30 +195,24 @@ def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
         )
     if proc:
         sec.say(_("The server process (bench --server-pid), sampled on the request clock:"))
+        cpu = [(s["t"], s["proc_cpu_pct"]) for s in proc]
+        rss = [(s["t"], s.get("proc_rss_bytes", 0) / 1e9) for s in proc]
         sec.blocks.append(
-            Chart(
+            _over_run(
                 f"server_cpu_{key}",
-                _("Server process CPU over the run"),
-                LineChart(
-                    "Server process CPU over the run",
-                    "run time (s)",
-                    "CPU % (100 = one core)",
-                    [Series("server CPU %", [(s["t"], s["proc_cpu_pct"]) for s in proc])],
-                    markers=False,
-                ).svg(),
+                N_("Server process CPU over the run"),
+                "CPU % (100 = one core)",
+                "server CPU %",
+                cpu,
             )
         )
         sec.blocks.append(
-            Chart(
+            _over_run(
                 f"server_rss_{key}",
-                _("Server process memory over the run"),
-                LineChart(
-                    "Server process memory over the run",
-                    "run time (s)",
-                    "resident memory (GB)",
-                    [Series("server RSS GB", [(s["t"], s.get("proc_rss_bytes", 0) / 1e9) for s in proc])],
-                    markers=False,
-                ).svg(),
+                N_("Server process memory over the run"),
+                "resident memory (GB)",
+                "server RSS GB",
+                rss,
             )
         )
     elif not gpu:
@@ -264,3 +243,9 @@ def telemetry_section(path: Path, run: BenchRun, key: str) -> Section:
             )
         )
     return sec
+
+
+def _over_run(name: str, title: str, ylabel: str, label: str, points: list[tuple[float, float]]) -> Chart:
+    """One quantity sampled over the run: its chart (the heading in the reader's language)."""
+    chart = LineChart(title, "run time (s)", ylabel, [Series(label, points)], markers=False)
+    return Chart(name, _(title), chart.svg())
