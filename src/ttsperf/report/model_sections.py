@@ -60,6 +60,13 @@ def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
                 ).svg(),
             )
         )
+    sec.blocks.append(_measured_table(prof))
+    sec.blocks.extend(_grid_tables(prof))
+    return sec
+
+
+def _measured_table(prof: ModelProfile) -> Table:
+    """Each single measured figure with how it was measured."""
     rows = [
         [_("weights"), mb(prof.weights_bytes.value), prof.weights_bytes.how],
         [
@@ -84,10 +91,15 @@ def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
                 p.seconds.how,
             ]
         )
-    sec.blocks.append(Table([_("measured"), _("value"), _("how")], rows))
+    return Table([_("measured"), _("value"), _("how")], rows)
+
+
+def _grid_tables(prof: ModelProfile) -> list[Table]:
+    """Memory and step time at every (batch, context) the profile measured."""
+    out = []
     if prof.memory:
         what = prof.memory[0].peak_bytes.how
-        sec.blocks.append(
+        out.append(
             Table(
                 [_("batch"), _("context"), _("memory"), _("process RSS")],
                 [
@@ -103,7 +115,7 @@ def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
             )
         )
     if prof.steps:
-        sec.blocks.append(
+        out.append(
             Table(
                 [_("batch"), _("context"), _("step"), _("spread (IQR)"), "n"],
                 [
@@ -119,7 +131,7 @@ def profile_section(path: Path, prof: ModelProfile, key: str) -> Section:
                 prof.steps[0].seconds.how,
             )
         )
-    return sec
+    return out
 
 
 def baseline(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
