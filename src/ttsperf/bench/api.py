@@ -10,6 +10,7 @@ import asyncio
 import datetime as dt
 import time
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from ttsperf import __version__
 from ttsperf.bench.adapters import AdapterOptions, make_adapter
@@ -31,62 +32,95 @@ def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> Bench
         response_format=cfg.format, stream=cfg.stream, voice=cfg.voice, model=cfg.model,
         pcm_rate=cfg.pcm_rate, template_body=cfg.template_body, template_kind=cfg.template_kind))  # fmt: skip
     workload = load_workload(cfg.texts, cfg.text_set)
-    bounds = parse_slo(cfg.slo)
     if cfg.requests is None and cfg.duration is None:
         cfg.requests = DEFAULT_REQUESTS
     epoch = time.perf_counter()
-    tele = Telemetry(epoch, cfg.telemetry_interval, cfg.server_pid, cfg.metrics_url, gpu=cfg.gpu)
     run = BenchRun(
         tool_version=__version__,
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         targets=list(cfg.urls), adapter=cfg.adapter, config=_public(cfg.model_dump()),
         workload=workload.describe(),
     )  # fmt: skip
-    label = [""]
-    runner = Runner(
+    tele = Telemetry(epoch, cfg.telemetry_interval, cfg.server_pid, cfg.metrics_url, gpu=cfg.gpu)
+    b = _Bench(cfg, run, parse_slo(cfg.slo), progress, tele)
+    b.runner = Runner(
         adapter, cfg.urls, workload, cfg.timeout, cfg.audio_check, epoch=epoch, headers=cfg.header_dict(),
-        on_done=(lambda r: progress(label[0], 0, r)) if progress else None,
+        on_done=(lambda r: progress(b.label, 0, r)) if progress else None,
     )  # fmt: skip
+    b.tele.start()
+    try:
+        asyncio.run(b.main())
+    except KeyboardInterrupt:
+        b.interrupted()
+    finally:
+        b.tele.stop()
+    run.records = [r for r in b.runner.records if r.done]
+    run.telemetry, run.telemetry_notes = b.tele.samples, b.tele.notes
+    if b.bounds:
+        run.slo = overall_verdict(run)
+    return run
 
-    def finish_point(strategy: Strategy, recs: list[RequestRecord]) -> PointResult:
+
+@dataclass
+class _Bench:
+    """One bench run in progress: its settings, results so far, SLO bounds, telemetry and runner."""
+
+    cfg: BenchSettings
+    run: BenchRun
+    bounds: dict
+    progress: ProgressHook | None
+    tele: Telemetry
+    runner: Runner = field(init=False)
+    label: str = ""  # the load point now running (the progress line names it)
+
+    async def main(self) -> None:
+        async with self.runner:
+            if self.cfg.find_max:
+                await search(self.cfg, self.one_point, self.run)
+            else:
+                for i, s in enumerate(self.cfg.strategies()):
+                    await self.one_point(i, s)
+
+    def finish_point(self, strategy: Strategy, recs: list[RequestRecord]) -> PointResult:
+        cfg = self.cfg
         recs = [r for r in recs if r.done]  # a run cut short by Ctrl-C drops requests not fully judged
         measured = [r for r in recs if not r.warmup]
         t0 = min((r.t_send for r in measured if r.t_send is not None), default=0.0)
         t1 = t0 + window(measured)
         audio = sum(r.audio_s or 0.0 for r in measured if r.ok)
         point = summarize(
-            strategy,
-            recs,
-            meets_request_bounds(bounds),
-            aggregate(tele.samples, t0, t1, audio),
+            strategy, recs, meets_request_bounds(self.bounds), aggregate(self.tele.samples, t0, t1, audio),
             cfg.confidence,
-        )
-        if bounds:
-            point.slo = evaluate(bounds, point, recs, cfg.confidence)
-        run.points.append(point)
+        )  # fmt: skip
+        if self.bounds:
+            point.slo = evaluate(self.bounds, point, recs, cfg.confidence)
+        self.run.points.append(point)
         return point
 
-    async def one_point(i: int, s: Strategy) -> PointResult:
-        label[0] = s.label
+    async def one_point(self, i: int, s: Strategy) -> PointResult:
+        cfg = self.cfg
+        self.label = s.label
         total = (cfg.requests + cfg.warmup) if cfg.requests is not None else 0
-        if progress:
-            progress(s.label, total, None)
-        recs = await runner.run_point(i, s, cfg.requests, cfg.duration, cfg.warmup, cfg.seed + i)
-        point = finish_point(s, recs)
-        return await until_decided(i, s, recs, point) if cfg.until_decided and point.slo else point
+        if self.progress:
+            self.progress(s.label, total, None)
+        recs = await self.runner.run_point(i, s, cfg.requests, cfg.duration, cfg.warmup, cfg.seed + i)
+        point = self.finish_point(s, recs)
+        return await self.until_decided(i, s, recs, point) if cfg.until_decided and point.slo else point
 
     async def until_decided(
-        i: int, s: Strategy, recs: list[RequestRecord], point: PointResult
+        self, i: int, s: Strategy, recs: list[RequestRecord], point: PointResult
     ) -> PointResult:
         """More requests at the same load while the SLO is inconclusive for want of them."""
-        asked = point.requests
+        cfg, asked = self.cfg, point.requests
         while more := requests_to_decide(point.slo, point.requests, cfg.max_requests):
-            if progress:
-                progress(f"{s.label} +{more} to decide the SLO", more, None)
-            run.points.pop()  # the point is judged again on all its requests
-            extra = await runner.run_point(i, s, more, None, 0, cfg.seed + i + len(recs), first=len(recs))
+            if self.progress:
+                self.progress(f"{s.label} +{more} to decide the SLO", more, None)
+            self.run.points.pop()  # the point is judged again on all its requests
+            extra = await self.runner.run_point(
+                i, s, more, None, 0, cfg.seed + i + len(recs), first=len(recs)
+            )
             recs = recs + extra
-            point = finish_point(s, recs)
+            point = self.finish_point(s, recs)
         point.added_requests = point.requests - asked
         if point.slo.status == "inconclusive" and point.requests >= cfg.max_requests:
             point.slo.undecided = [
@@ -94,32 +128,14 @@ def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> Bench
             ]
         return point
 
-    async def main() -> None:
-        async with runner:
-            if cfg.find_max:
-                await search(cfg, one_point, run)
-            else:
-                for i, s in enumerate(cfg.strategies()):
-                    await one_point(i, s)
-
-    tele.start()
-    try:
-        asyncio.run(main())
-    except KeyboardInterrupt:
-        run.interrupted = True
-        done = {p.label for p in run.points}
-        strategies = cfg.strategies()
-        for i, s in enumerate(strategies):
-            recs = [r for r in runner.records if r.point == i]
-            if recs and s.label not in done and not cfg.find_max:
-                finish_point(s, recs)
-    finally:
-        tele.stop()
-    run.records = [r for r in runner.records if r.done]
-    run.telemetry, run.telemetry_notes = tele.samples, tele.notes
-    if bounds:
-        run.slo = overall_verdict(run)
-    return run
+    def interrupted(self) -> None:
+        """Ctrl-C: keep every point that had finished requests (bench reports what it measured)."""
+        self.run.interrupted = True
+        done = {p.label for p in self.run.points}
+        for i, s in enumerate(self.cfg.strategies()):
+            recs = [r for r in self.runner.records if r.point == i]
+            if recs and s.label not in done and not self.cfg.find_max:
+                self.finish_point(s, recs)
 
 
 async def search(cfg: BenchSettings, one_point, run: BenchRun) -> None:
