@@ -21,11 +21,28 @@ def write_charts(run: BenchRun, out: Path) -> list[Path]:
 
     plt = pyplot()
     out.mkdir(parents=True, exist_ok=True)
-    written: list[Path] = []
     pts = sorted(run.points, key=lambda p: p.strategy.load)
-    x = [p.strategy.load for p in pts]
     xlabel = "concurrency (in flight)" if pts[0].strategy.kind == "concurrent" else "offered rate (req/s)"
+    written = [
+        _save(_latency(plt, run, pts, xlabel), out / "latency.png", plt),
+        _save(_throughput(plt, pts, xlabel), out / "throughput.png", plt),
+        _save(_ttfa_cdf(plt, run), out / "ttfa_cdf.png", plt),
+    ]
+    if gpu := [s for s in run.telemetry if "gpu_util" in s]:
+        util = ("utilisation %", "GPU util %", lambda s: 100 * s["gpu_util"])
+        mem = ("memory GB", "GPU memory GB", lambda s: s.get("gpu_mem_bytes", 0) / 1e9)
+        written.append(_save(_over_run(plt, gpu, "GPU over the run", util, mem), out / "gpu.png", plt))
+    if proc := [s for s in run.telemetry if "proc_cpu_pct" in s]:
+        # --server-pid: the server process over the same clock (what a CPU-only machine has)
+        cpu = ("CPU %", "server CPU % (100 = one core)", lambda s: s["proc_cpu_pct"])
+        rss = ("resident memory GB", "server RSS GB", lambda s: s.get("proc_rss_bytes", 0) / 1e9)
+        fig = _over_run(plt, proc, "Server process over the run", cpu, rss)
+        written.append(_save(fig, out / "server.png", plt))
+    return written
 
+
+def _latency(plt, run: BenchRun, pts: list, xlabel: str):
+    x = [p.strategy.load for p in pts]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for stat, style in (("p50", "o-"), ("p99", "s--")):
         ys = [getattr(p.latency_s, stat) for p in pts]
@@ -40,8 +57,11 @@ def write_charts(run: BenchRun, out: Path) -> list[Path]:
     ax.set_title("End-to-end latency vs load")
     ax.grid(alpha=0.3)
     ax.legend()
-    written.append(_save(fig, out / "latency.png", plt))
+    return fig
 
+
+def _throughput(plt, pts: list, xlabel: str):
+    x = [p.strategy.load for p in pts]
     fig, ax = plt.subplots(figsize=(7, 4.5))
     ax.plot(x, [p.throughput_rps for p in pts], "o-", label="requests/s (successes / window)")
     if any(p.goodput_rps is not None for p in pts):
@@ -58,8 +78,10 @@ def write_charts(run: BenchRun, out: Path) -> list[Path]:
     ax.grid(alpha=0.3)
     ax.legend(loc="upper left")
     ax2.legend(loc="lower right")
-    written.append(_save(fig, out / "throughput.png", plt))
+    return fig
 
+
+def _ttfa_cdf(plt, run: BenchRun):
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for i, p in enumerate(run.points):
         mine = [r for r in run.records if r.point == i and not r.warmup and r.ok]
@@ -71,39 +93,23 @@ def write_charts(run: BenchRun, out: Path) -> list[Path]:
     ax.set_title("TTFA distribution")
     ax.grid(alpha=0.3)
     ax.legend()
-    written.append(_save(fig, out / "ttfa_cdf.png", plt))
+    return fig
 
-    gpu = [s for s in run.telemetry if "gpu_util" in s]
-    if gpu:
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        t = [s["t"] for s in gpu]
-        ax.plot(t, [100 * s["gpu_util"] for s in gpu], label="GPU util %")
-        ax2 = ax.twinx()
-        ax2.plot(t, [s.get("gpu_mem_bytes", 0) / 1e9 for s in gpu], color="tab:orange", label="GPU memory GB")
-        ax.set_xlabel("run time (s)")
-        ax.set_ylabel("utilisation %")
-        ax2.set_ylabel("memory GB")
-        ax.set_title("GPU over the run")
-        ax.legend(loc="upper left")
-        ax2.legend(loc="upper right")
-        written.append(_save(fig, out / "gpu.png", plt))
-    proc = [s for s in run.telemetry if "proc_cpu_pct" in s]
-    if proc:  # --server-pid: the server process over the same clock (what a CPU-only machine has)
-        fig, ax = plt.subplots(figsize=(7, 4.5))
-        t = [s["t"] for s in proc]
-        ax.plot(t, [s["proc_cpu_pct"] for s in proc], label="server CPU % (100 = one core)")
-        ax2 = ax.twinx()
-        ax2.plot(
-            t, [s.get("proc_rss_bytes", 0) / 1e9 for s in proc], color="tab:orange", label="server RSS GB"
-        )
-        ax.set_xlabel("run time (s)")
-        ax.set_ylabel("CPU %")
-        ax2.set_ylabel("resident memory GB")
-        ax.set_title("Server process over the run")
-        ax.legend(loc="upper left")
-        ax2.legend(loc="upper right")
-        written.append(_save(fig, out / "server.png", plt))
-    return written
+
+def _over_run(plt, samples: list[dict], title: str, left: tuple, right: tuple):
+    """Two quantities sampled over the run, one per axis: (axis label, legend label, value of a sample)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    t = [s["t"] for s in samples]
+    ax.plot(t, [left[2](s) for s in samples], label=left[1])
+    ax2 = ax.twinx()
+    ax2.plot(t, [right[2](s) for s in samples], color="tab:orange", label=right[1])
+    ax.set_xlabel("run time (s)")
+    ax.set_ylabel(left[0])
+    ax2.set_ylabel(right[0])
+    ax.set_title(title)
+    ax.legend(loc="upper left")
+    ax2.legend(loc="upper right")
+    return fig
 
 
 def _save(fig, path: Path, plt) -> Path:
