@@ -149,7 +149,16 @@ ADAPTERS: dict[str, type[Adapter]] = {
 def make_adapter(name: str, opts: AdapterOptions) -> Adapter:
     if name not in ADAPTERS:
         raise UserError(f"--adapter {name!r}: unknown; expected one of {', '.join(ADAPTERS)}")
+    if opts.stream and name not in STREAMING:  # it would be ignored: TTFA = the whole response
+        raise UserError(
+            f"--stream: the {name} adapter's API cannot be asked to stream (its time to first audio is "
+            f"the whole response); use --adapter {' or '.join(STREAMING)}"
+            + (", or put the server's own stream field in --template-body" if name == "template" else "")
+        )
     return ADAPTERS[name](opts)
+
+
+STREAMING = ("openai",)  # the adapters whose request can ask for a streamed response (--stream)
 
 
 def check_url(url: str) -> str:

@@ -127,9 +127,12 @@ def _check(scenario: Scenario, target: Load, best: PlanRow) -> str:
     load_flag = (
         f"--concurrency {best.max_streams}" if target.kind == "streams" else f"--rate {best.max_rate_rps:.3g}"
     )
-    # streamed: TTFA and underruns exist only for a stream; 400 requests: enough for a P99's
-    # interval to have its high end (bench: n >= 368 at 95%)
-    stream = " --stream" if any(k.startswith(("ttfa", "underrun")) for k in scenario.slo) else ""
+    # streamed, through the adapter whose API streams (bench refuses --stream with the others):
+    # TTFA and underruns exist only for a stream; 400 requests: enough for a P99's interval to
+    # have its high end (bench: n >= 368 at 95%)
+    stream = (
+        " --adapter openai --stream" if any(k.startswith(("ttfa", "underrun")) for k in scenario.slo) else ""
+    )
     return (
         f"check it with `ttsperf bench URL{stream} {load_flag} --requests 400 --slo {spec_of(scenario.slo)}`"
     )

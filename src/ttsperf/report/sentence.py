@@ -91,7 +91,7 @@ def _check(sc: ScenarioPlan, row: PlanRow | None) -> str | None:
         load = f"--concurrency {row.max_streams}"
     else:
         load = f"--rate {row.max_rate_rps:.3g}"
-    stream = " --stream" if any(k.startswith(READS_A_STREAM) for k in sc.slo.limits) else ""
+    stream = " --adapter openai --stream" if any(k.startswith(READS_A_STREAM) for k in sc.slo.limits) else ""
     command = f"ttsperf bench URL{stream} {load} --requests 400 --slo {sc.slo.spec}"
     return _("check it with `{command}`").format(command=command)
 
