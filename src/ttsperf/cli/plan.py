@@ -80,6 +80,7 @@ def render(
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(
+        "stream = one request in flight, sent again as soon as it ends (not a user who pauses). "
         "setting = engine mode, dtype, c = steps before the first audio chunk (the flags: --json, "
         "'settings.serve_flags'); (a-b) = at the high and low ends of the mode's fixed costs (host "
         "profile, kernel costs); binds = what stops more load per GPU. (fit) = step time fitted to a "
