@@ -261,7 +261,7 @@ def test_measured_chunk_call_is_the_vocoder_cost_per_row(make_profile):
     prof.vocoder_chunk_seconds = Measured(value=0.004, unit="s", how="median of 50 chunk calls")
     card = build_cards(load_catalog(only=["RTX 4090"]), [("p.json", prof)], "fp16")[0]
     assert card.step.vocoder(0.512) == 0.004 and card.step.vocoder(0.1) == 0.004
-    assert "one chunk's call measured in p.json" in card.step.how["vocoder"]
+    assert "one chunk's call measured in p.json" in card.step.basis["vocoder"].how
     # a call over 8 rows' chunks, with only one row's call measured: 8 of them (an upper bound)
     assert card.step.vocoder(8 * 0.512, rows=8) == pytest.approx(0.032)
 
@@ -298,7 +298,7 @@ def test_measured_batched_audio_calls_are_interpolated_in_rows(make_profile):
     assert step.vocoder(0.5, rows=16) == pytest.approx(0.010)
     assert step.vocoder(0.5, rows=40) == pytest.approx(0.020)  # between: linear in rows
     assert step.vocoder(0.5, rows=128) == pytest.approx(0.030 + 64 * 0.020 / 48)  # beyond: last slope
-    assert "batched call measured in p.json at 1, 16, 64 rows" in step.how["vocoder"]
+    assert "batched call measured in p.json at 1, 16, 64 rows" in step.basis["vocoder"].how
 
 
 def test_profile_host_cost_per_row_replaces_the_default(profile_file):

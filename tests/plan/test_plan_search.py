@@ -47,7 +47,7 @@ def test_engine_at_a_setting_copies_the_step_at_its_overheads():
     assert e.step.t_fixed == graphs.t_fixed and e.step.vocoder_fixed == graphs.audio.centre
     assert e.workload.first_chunk_steps == 16 and e.max_batch == 64
     assert card.step.t_fixed == DEFAULT_T_FIXED_S and card.step.vocoder_fixed is None  # the card untouched
-    assert e.step.how["t_fixed"].startswith(
+    assert e.step.basis["t_fixed"].how.startswith(
         f"{graphs.t_fixed * 1e3:.3g} ms per step, cuda-graphs: host profile"
     )
 

@@ -77,9 +77,9 @@ def _model_sizes(mem: MemoryModel, workload: Workload) -> dict[str, float | int 
         "parameters": F.TOTAL_PARAMS,
         "parameters_how": "sum of the component counts in docs/reference/chattts.md",
         "weights_bytes": float(mem.weights_bytes),  # type: ignore[arg-type]
-        "weights_how": mem.how["weights_bytes"],
+        "weights_how": mem.basis["weights_bytes"].how,
         "kv_bytes_per_token": float(mem.kv_bytes_per_token),  # type: ignore[arg-type]
-        "kv_how": mem.how["kv_bytes_per_token"],
+        "kv_how": mem.basis["kv_bytes_per_token"].how,
         "kv_bytes_per_audio_second": float(mem.kv_bytes_per_token) * F.STEPS_PER_AUDIO_SECOND,  # type: ignore[arg-type]
         "bytes_per_audio_second_with_fragmentation": mem.per_audio_second(workload),
     }

@@ -17,11 +17,11 @@ from ttsperf.plan.memory import MemoryModel, Workload, card_bytes
 from ttsperf.plan.schema import Basis
 from ttsperf.plan.steptime import (
     DEFAULT_T_CHUNK_SOURCE,
-    ROOFLINE_HOW,
     Correction,
     StepModel,
     default_model,
     fit_step_times,
+    roofline_bases,
 )
 from ttsperf.profile.schema import MaxBatchPoint, ModelProfile
 
@@ -121,17 +121,11 @@ def match_device(device: str, names: list[str]) -> str | None:
 def _memory_model(dtype: str, profiles: list[tuple[str, ModelProfile]]) -> MemoryModel:
     for path, p in profiles:
         if p.model.dtype == dtype and p.model.config == "chattts":
-            how = {
-                "weights_bytes": f"measured in {path}: {p.weights_bytes.how}",
-                "kv_bytes_per_token": f"measured in {path}: {p.kv_bytes_per_token.how}",
+            basis = {
+                "weights_bytes": Basis.measured(f"measured in {path}: {p.weights_bytes.how}"),
+                "kv_bytes_per_token": Basis.measured(f"measured in {path}: {p.kv_bytes_per_token.how}"),
             }
-            return MemoryModel(
-                dtype,
-                p.weights_bytes.value,
-                p.kv_bytes_per_token.value,
-                how=how,
-                measured={"weights_bytes", "kv_bytes_per_token"},
-            )
+            return MemoryModel(dtype, p.weights_bytes.value, p.kv_bytes_per_token.value, basis=basis)
     return MemoryModel(dtype)
 
 
@@ -146,49 +140,44 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: b
     fit = fit_step_times(pts, dtype, card.step.kv_per_token, where=path)
     how = f"least-squares fit to {fit.n} step times measured in {path} (relative RMS error {fit.rel_rms:.1%})"
     card.step.t_fixed, card.step.inv_bw = fit.t_fixed, fit.inv_bw
-    card.step.how["t_fixed"] = f"{fit.t_fixed * 1e3:.2f} ms, {how}"
-    card.step.how["mbu"] = f"1/(BW x MBU) = {fit.inv_bw * 1e9:.4g} s/GB, {how}"
-    card.step.measured |= {"t_fixed", "mbu"}
+    card.step.basis["t_fixed"] = Basis.measured(f"{fit.t_fixed * 1e3:.2f} ms, {how}")
+    card.step.basis["mbu"] = Basis.measured(f"1/(BW x MBU) = {fit.inv_bw * 1e9:.4g} s/GB, {how}")
     # the profile's own estimates, beside ours, so a disagreement is visible
     if p.fixed_step_overhead_s is not None:
-        card.step.how["t_fixed"] += (
-            f"; the profile's own estimate: {p.fixed_step_overhead_s.value * 1e3:.2f} ms"
-        )
+        card.step.basis[
+            "t_fixed"
+        ].how += f"; the profile's own estimate: {p.fixed_step_overhead_s.value * 1e3:.2f} ms"
     if p.host_per_row_step_s is not None:
         card.step.t_row = p.host_per_row_step_s.value
-        card.step.how["t_row"] = (
+        card.step.basis["t_row"] = Basis.measured(
             f"{card.step.t_row * 1e6:.1f} us, measured in {path}: {p.host_per_row_step_s.how}"
         )
-        card.step.measured.add("t_row")
     # a server on the CPU it computes on hands its chunks out on that CPU: the engine waits
     card.step.chunk_serial = p.device.kind == "cpu"
     if card.step.chunk_serial:
-        card.step.how["t_chunk"] = (
+        card.step.basis["t_chunk"] = Basis.sourced(
             f"{card.step.t_chunk * 1e3:g} ms per chunk, on the engine's CPU (a CPU profile), "
             + DEFAULT_T_CHUNK_SOURCE
         )
     if p.host_per_step_s is not None:
         card.step.t_host = p.host_per_step_s.value
-        card.step.how["t_host"] = (
+        card.step.basis["t_host"] = Basis.measured(
             f"{card.step.t_host * 1e6:.0f} us per step, measured in {path}: {p.host_per_step_s.how}"
         )
-        card.step.measured.add("t_host")
     if p.achieved_bandwidth_gbs is not None:
-        card.step.how["mbu"] += (
-            f"; the profile's achieved bandwidth: {p.achieved_bandwidth_gbs.value:.4g} GB/s"
-        )
+        card.step.basis[
+            "mbu"
+        ].how += f"; the profile's achieved bandwidth: {p.achieved_bandwidth_gbs.value:.4g} GB/s"
     if fit.inv_flops is not None:
         card.step.inv_flops = fit.inv_flops
-        card.step.how["mfu"] = f"1/(peak x MFU) = {fit.inv_flops * 1e12:.4g} s/TFLOP, {how}"
-        card.step.measured.add("mfu")
+        card.step.basis["mfu"] = Basis.measured(f"1/(peak x MFU) = {fit.inv_flops * 1e12:.4g} s/TFLOP, {how}")
     else:
-        card.step.how["mfu"] += " (not identified: no measured point was compute-bound)"
+        card.step.basis["mfu"].how += " (not identified: no measured point was compute-bound)"
     card.step.correction = Correction.from_points(pts, card.step)
-    card.step.how["correction"] = (
+    card.step.basis["correction"] = Basis.measured(
         f"step times x measured/roofline at the {len(pts)} measured (batch, context) points of {path}, "
         "interpolated in log batch and log context; nearest edge outside"
     )
-    card.step.measured.add("correction")
     _fit_calls(card.step, path, p)
     if p.memory:
         _fit_runtime_memory(card, path, p)
@@ -202,23 +191,23 @@ def _fit_calls(step: StepModel, path: str, p: ModelProfile) -> None:
     """The prefill and Decoder+Vocos calls measured in a profile, where it has them."""
     step.prefill_points = [(q.rows * q.prompt_tokens, q.seconds.value) for q in p.prefill]
     if p.prefill:
-        step.how["prefill"] = f"interpolated from {len(p.prefill)} prefill times measured in {path}"
-        step.measured.add("prefill")
+        step.basis["prefill"] = Basis.measured(
+            f"interpolated from {len(p.prefill)} prefill times measured in {path}"
+        )
     if p.audio_calls:
         step.audio_points = [(a.rows, a.seconds.value) for a in p.audio_calls]
         rows = ", ".join(str(a.rows) for a in p.audio_calls)
-        step.how["vocoder"] = (
+        step.basis["vocoder"] = Basis.measured(
             f"the engine's batched call measured in {path} at {rows} rows, interpolated in rows"
         )
-        step.measured.add("vocoder")
     elif p.vocoder_chunk_seconds is not None:
         step.vocoder_call_s = p.vocoder_chunk_seconds.value
-        step.how["vocoder"] = f"one chunk's call measured in {path}: {p.vocoder_chunk_seconds.how}"
-        step.measured.add("vocoder")
+        step.basis["vocoder"] = Basis.measured(
+            f"one chunk's call measured in {path}: {p.vocoder_chunk_seconds.how}"
+        )
     elif p.decode_seconds_per_audio_second is not None:
         step.vocoder_s_per_audio_s = p.decode_seconds_per_audio_second.value
-        step.how["vocoder"] = f"measured in {path}: {p.decode_seconds_per_audio_second.how}"
-        step.measured.add("vocoder")
+        step.basis["vocoder"] = Basis.measured(f"measured in {path}: {p.decode_seconds_per_audio_second.how}")
 
 
 def _fit_runtime_memory(card: Card, path: str, p: ModelProfile) -> None:
@@ -230,8 +219,7 @@ def _fit_runtime_memory(card: Card, path: str, p: ModelProfile) -> None:
         b = card.memory.breakdown_at(m.batch, m.context, 1, F.STREAM_CHUNK_STEPS)
         excess.append(m.peak_bytes.value - (b["total"] - b["runtime"]))
     card.memory.runtime_bytes = max(0.0, max(excess))
-    card.memory.measured.add("runtime_bytes")
-    card.memory.how["runtime_bytes"] = (
+    card.memory.basis["runtime_bytes"] = Basis.measured(
         f"fitted: the largest excess of {len(excess)} measured peaks in {path} over weights+KV+transients"
     )
 
@@ -247,8 +235,7 @@ def build_cards(
             dtype,
             mem_template.weights_bytes,
             mem_template.kv_bytes_per_token,
-            how=dict(mem_template.how),
-            measured=set(mem_template.measured),
+            basis={k: b.model_copy() for k, b in mem_template.basis.items()},
         )
 
     for gpu in catalog.gpus.values():
@@ -277,7 +264,7 @@ def build_cards(
                 t_fixed=0.0,
                 inv_bw=0.0,
                 inv_flops=0.0,
-                how={"mfu": "0: compute term off", **ROOFLINE_HOW},
+                basis={"mfu": Basis.sourced("0: compute term off"), **roofline_bases()},
             ),
             basis={"memory": Basis(kind="measured", how=f"{path}: device.memory_bytes")},
             device="other",
@@ -297,13 +284,13 @@ def with_overheads(
     """A copy of `step` at another per-step overhead and Decoder+Vocos launch cost (None: as it is),
     each with how it was set: an engine mode's planned figure, or a what-if flag. The one place
     plan's settings search and `plan --predict` re-set a card's overheads."""
-    out = replace(step, how=dict(step.how))
+    out = replace(step, basis={k: b.model_copy() for k, b in step.basis.items()})
     if t_fixed is not None:
         out.t_fixed = t_fixed
-        out.how["t_fixed"] = t_how or ""
+        out.basis["t_fixed"] = Basis.sourced(t_how or "")
     if vocoder_fixed is not None:
         out.vocoder_fixed = vocoder_fixed
-        out.how["vocoder"] += vocoder_how or ""
+        out.basis["vocoder"].how += vocoder_how or ""
     return out
 
 
@@ -323,7 +310,7 @@ def _catalog_card(gpu: Gpu, dtype: str, memory: MemoryModel) -> Card:
         card.note = f"no {dtype} support listed in the catalog"
         return card
     card.step = default_model(dtype, float(memory.kv_bytes_per_token), gpu.bandwidth_gbs, peak)
-    card.step.how["bandwidth"] = (
+    card.step.basis["bandwidth"] = Basis.sourced(
         f"{gpu.bandwidth_gbs:g} GB/s, {peak:g} TFLOPS {dtype} (catalog: {gpu.source[:60]}...)"
     )
     return card

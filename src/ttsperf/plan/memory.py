@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ttsperf import facts as F
+from ttsperf.plan.schema import Basis
 from ttsperf.profile.search import largest_fitting
 
 GIB = 1024**3
@@ -74,19 +75,22 @@ class MemoryModel:
     kv_bytes_per_token: float | None = None  # None -> 2 x layers x hidden x bytes
     runtime_bytes: float = DEFAULT_RUNTIME_BYTES
     fragmentation: float = DEFAULT_FRAGMENTATION
-    how: dict[str, str] = field(default_factory=dict)  # field -> where the number comes from
-    measured: set[str] = field(default_factory=set)  # fields taken or fitted from a profile
+    basis: dict[str, Basis] = field(default_factory=dict)  # field -> where the number comes from
 
     def __post_init__(self) -> None:
         b = F.BYTES_PER_DTYPE[self.dtype]
         if self.weights_bytes is None:
             self.weights_bytes = F.TOTAL_PARAMS * b
-            self.how.setdefault("weights_bytes", f"{F.TOTAL_PARAMS:,} parameters x {b} B ({self.dtype})")
+            self.basis.setdefault(
+                "weights_bytes", Basis.projected(f"{F.TOTAL_PARAMS:,} parameters x {b} B ({self.dtype})")
+            )
         if self.kv_bytes_per_token is None:
             self.kv_bytes_per_token = F.kv_bytes_per_token(self.dtype)
-            self.how.setdefault("kv_bytes_per_token", f"2 x {F.LAYERS} layers x {F.HIDDEN} x {b} B")
-        self.how.setdefault("runtime_bytes", DEFAULT_RUNTIME_SOURCE)
-        self.how.setdefault("fragmentation", DEFAULT_FRAGMENTATION_SOURCE)
+            self.basis.setdefault(
+                "kv_bytes_per_token", Basis.projected(f"2 x {F.LAYERS} layers x {F.HIDDEN} x {b} B")
+            )
+        self.basis.setdefault("runtime_bytes", Basis.sourced(DEFAULT_RUNTIME_SOURCE))
+        self.basis.setdefault("fragmentation", Basis.sourced(DEFAULT_FRAGMENTATION_SOURCE))
 
     @property
     def act_bytes(self) -> int:

@@ -109,20 +109,11 @@ def row_settings(card: Card, t: Searched, searched: list[str], ctx: PlanContext)
     )
 
 
-# Inputs computed here from the architecture (the rest are defaults/quotes/catalog values: "sourced").
-_COMPUTED = {"weights_bytes", "kv_bytes_per_token", "vocoder", "prefill"}
-
-
 def input_bases(card: Card, step: StepModel | None) -> dict[str, Basis]:
-    """The memory and step-model inputs of this card's row, each measured, computed or sourced."""
-    out: dict[str, Basis] = {}
-    models: list[tuple[str, dict[str, str], set[str]]] = [("memory", card.memory.how, card.memory.measured)]
+    """The memory and step-model inputs of this card's row, each with its provenance record."""
+    out = {f"memory.{k}": b for k, b in card.memory.basis.items()}
     if step is not None:
-        models.append(("step", step.how, step.measured))
-    for prefix, how, measured in models:
-        for key, text in how.items():
-            kind = "measured" if key in measured else "projected" if key in _COMPUTED else "sourced"
-            out[f"{prefix}.{key}"] = Basis(kind=kind, how=text)
+        out |= {f"step.{k}": b for k, b in step.basis.items()}
     return out
 
 
@@ -180,7 +171,7 @@ _NO_LOAD: dict = dict.fromkeys(
 
 
 def _sim_how(ctx: PlanContext, step: StepModel) -> str:
-    step_how = "; ".join(f"{k}: {v}" for k, v in step.how.items())
+    step_how = "; ".join(f"{k}: {b.how}" for k, b in step.basis.items())
     formula = "t(B,L) = t_fixed + max(bytes(B,L)/(BW x MBU), flops(B,L)/(peak x MFU))"
     return (
         f"discrete-event simulation of continuous batching ({ENGINES[ctx.engine]}), "

@@ -20,9 +20,25 @@ PLAN_VERSION = 1
 
 
 class Basis(BaseModel):
+    """Where one number comes from: measured (a profile of this card), projected (computed here)
+    or sourced (a data file, a flag, a documented default), and how. The one provenance record
+    the step and memory models keep per parameter, and a row's basis per number."""
+
     model_config = ConfigDict(extra="forbid")
     kind: Literal["measured", "projected", "sourced"]
     how: str
+
+    @classmethod
+    def measured(cls, how: str) -> Basis:
+        return cls(kind="measured", how=how)
+
+    @classmethod
+    def projected(cls, how: str) -> Basis:
+        return cls(kind="projected", how=how)
+
+    @classmethod
+    def sourced(cls, how: str) -> Basis:
+        return cls(kind="sourced", how=how)
 
 
 class Default(BaseModel):

@@ -18,6 +18,7 @@ import numpy as np
 
 from ttsperf import facts as F
 from ttsperf.errors import UserError
+from ttsperf.plan.schema import Basis
 
 # --- Defaults: assumptions, each with its source (repeated in docs/PLANNING.md). ---
 # docs/reference/chattts.md [quote]: stock eager ChatTTS at batch 1 spends >90% of a step in fixed
@@ -177,8 +178,7 @@ class StepModel:
     t_fixed: float
     inv_bw: float
     inv_flops: float
-    how: dict[str, str] = field(default_factory=dict)
-    measured: set[str] = field(default_factory=set)  # parameters fitted to a profile of this card
+    basis: dict[str, Basis] = field(default_factory=dict)  # parameter -> where its value comes from
     prefill_points: list[tuple[int, float]] = field(default_factory=list)  # measured (P, s)
     vocoder_s_per_audio_s: float | None = None  # measured on this card
     vocoder_call_s: float | None = None  # one streamed chunk's call, measured on this card
@@ -277,6 +277,11 @@ ROOFLINE_HOW = {
 }
 
 
+def roofline_bases() -> dict[str, Basis]:
+    """The prefill's and the vocoder's formulas: computed here (projected) until a profile measures them."""
+    return {k: Basis.projected(v) for k, v in ROOFLINE_HOW.items()}
+
+
 def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tflops: float) -> StepModel:
     return StepModel(
         dtype=dtype,
@@ -286,15 +291,16 @@ def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tf
         inv_flops=1.0 / (peak_tflops * 1e12 * DEFAULT_MFU),
         t_row=DEFAULT_T_ROW_S,
         t_host=DEFAULT_T_HOST_S,
-        how={
-            "t_fixed": DEFAULT_T_FIXED_SOURCE,
-            "t_row": f"{DEFAULT_T_ROW_S * 1e6:g} us, {DEFAULT_T_ROW_SOURCE}",
-            "t_host": f"{DEFAULT_T_HOST_S * 1e3:g} ms per step, {DEFAULT_T_HOST_SOURCE}",
-            "t_chunk": f"{DEFAULT_T_CHUNK_S * 1e3:g} ms per chunk, beside the engine, "
-            + DEFAULT_T_CHUNK_SOURCE,
-            "mbu": f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})",
-            "mfu": f"{DEFAULT_MFU:.2f} ({DEFAULT_MFU_SOURCE})",
-            **ROOFLINE_HOW,
+        basis={
+            "t_fixed": Basis.sourced(DEFAULT_T_FIXED_SOURCE),
+            "t_row": Basis.sourced(f"{DEFAULT_T_ROW_S * 1e6:g} us, {DEFAULT_T_ROW_SOURCE}"),
+            "t_host": Basis.sourced(f"{DEFAULT_T_HOST_S * 1e3:g} ms per step, {DEFAULT_T_HOST_SOURCE}"),
+            "t_chunk": Basis.sourced(
+                f"{DEFAULT_T_CHUNK_S * 1e3:g} ms per chunk, beside the engine, " + DEFAULT_T_CHUNK_SOURCE
+            ),
+            "mbu": Basis.sourced(f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})"),
+            "mfu": Basis.sourced(f"{DEFAULT_MFU:.2f} ({DEFAULT_MFU_SOURCE})"),
+            **roofline_bases(),
         },
     )
 
