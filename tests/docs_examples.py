@@ -71,7 +71,10 @@ def readme_examples() -> list[Example]:
         for c in re.findall(r"^\| `[a-z][a-z -]*` \| `(ttsperf [^`]+)`", text, re.M)
     ]
     for block in re.findall(r"^```[a-z]*\n(.*?)^```", text, flags=re.M | re.S):
-        for line in block.replace("\\\n", " ").splitlines():
+        lines = block.replace("\\\n", " ").splitlines()
+        if any(ln.startswith("$ ") for ln in lines):  # a transcript: its other lines are output
+            lines = [ln for ln in lines if ln.startswith("$ ")]
+        for line in lines:
             line = _clean(line)
             if _COMMAND.match(line):
                 out.append(Example("README", line))
