@@ -24,10 +24,10 @@ def test_machines_hold_the_gpus(gpus, per_machine, machines):
 
 
 def test_rows_report_replicas_and_machines_for_the_target_load():
-    plan = make_plan(gpus="RTX 4090", scenario="realtime", streams=500, requests=200, gpus_per_machine=4)
+    plan = make_plan(gpus="RTX 4090", scenario="realtime", streams=1500, requests=200, gpus_per_machine=4)
     row = plan.scenarios[0].rows[0]
     assert row.gpus_needed is not None and row.gpus_needed > 4  # enough load for several machines
-    assert row.replicas == row.gpus_needed == -(-500 // row.max_streams)
+    assert row.replicas == row.gpus_needed == -(-1500 // row.max_streams)
     assert row.machines == -(-row.gpus_needed // 4)
     assert row.basis["machines"].how == "ceil(gpus_needed / 4 GPUs per machine)"
     assert plan.inputs.gpus_per_machine == 4

@@ -67,7 +67,7 @@ def _searched(cap: Capacity, batch: int = 64) -> Searched:
     card, ctx = _card(), PlanContext(load_catalog(only=["RTX 4090"]), Workload())
     c = _candidate(batch=batch)
     e = engine_at(card, c, ctx)
-    return Searched(c, e, cap, Simulations(0).simulator(e, c.key(), 100))
+    return Searched(c, e, cap, Simulations(0).simulator(e, 100))
 
 
 def test_binding_names_the_first_limit_the_least_missing_load_breaks():

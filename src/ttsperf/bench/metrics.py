@@ -48,6 +48,20 @@ def underrun_s(r: RequestRecord) -> float | None:
     return worst
 
 
+def playback_end(r: RequestRecord) -> float:
+    """When a player that starts at the first audio chunk and plays in real time has played the
+    whole reply: after the last chunk's audio, later by every stall. A reply without chunk times
+    plays from its end; its length is the checked audio's, else the server's, else the text's."""
+    audio = r.audio_s or r.server_audio_s or r.expected_audio_s
+    if not r.chunk_t:
+        return (r.t_end or 0.0) + audio
+    end, before = r.chunk_t[0], 0.0
+    for t, cum in zip(r.chunk_t, r.chunk_audio_s, strict=True):
+        end = max(end, t) + (cum - before)
+        before = cum
+    return end + max(0.0, audio - before)
+
+
 def window(records: Sequence[RequestRecord]) -> float:
     sends = [r.t_send for r in records if r.t_send is not None]
     ends = [r.t_end for r in records if r.t_end is not None]

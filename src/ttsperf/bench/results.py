@@ -116,11 +116,15 @@ class Strategy(BaseModel):
     rate: float | None = None
     arrival: str | None = None
     max_concurrency: int | None = None
+    # closed loop of listeners: each plays its reply, then waits this long before the next request
+    think_s: float | None = None
 
     @property
     def label(self) -> str:
         if self.kind == "concurrent":
-            return f"concurrent@{self.concurrency}"
+            return f"concurrent@{self.concurrency}" + (
+                "" if self.think_s is None else f",think{self.think_s:g}s"
+            )
         cap = f",max{self.max_concurrency}" if self.max_concurrency else ""
         return f"{self.arrival}@{self.rate:g}/s{cap}"
 

@@ -1,7 +1,9 @@
 """Sends the requests of one load point and records, per request, when everything happened.
 
 Closed loop: C workers, each sends its next request the moment its previous one ends, so exactly
-C are in flight (the guide's script meant to do this with CONCURRENCY and never did). Open loop:
+C are in flight (the guide's script meant to do this with CONCURRENCY and never did); or, with a
+think time, each is a listener who plays the reply as it arrives and sends the next request that
+long after it has played (at most C in flight). Open loop:
 requests go out at precomputed absolute times whatever the server does, optionally capped at M in
 flight; a request waiting for the cap keeps its intended time, so the wait shows up in
 latency-from-intended-send instead of silently vanishing (coordinated omission).
@@ -21,6 +23,7 @@ from ttsperf.bench.adapters import Adapter
 from ttsperf.bench.arrivals import parse_arrival, schedule
 from ttsperf.bench.audio_checks import BadAudio, check_body, parse_wav_header
 from ttsperf.bench.http1 import Client, HttpError, Sink
+from ttsperf.bench.metrics import playback_end
 from ttsperf.bench.results import RequestRecord, Strategy
 from ttsperf.bench.texts import Workload, expected_seconds
 
@@ -224,7 +227,9 @@ class Runner:
         gc.disable()
         try:
             if strategy.kind == "concurrent":
-                await self._closed(point, strategy.concurrency or 1, requests, duration, warmup, first)
+                await self._closed(
+                    point, strategy.concurrency or 1, requests, duration, warmup, first, strategy.think_s
+                )
             else:
                 await self._open(point, strategy, requests, duration, warmup, seed, first)
             while self._checks:
@@ -235,19 +240,32 @@ class Runner:
         return self.records[start:]
 
     async def _closed(
-        self, point: int, c: int, requests: int | None, duration: float | None, warmup: int, first: int
+        self,
+        point: int,
+        c: int,
+        requests: int | None,
+        duration: float | None,
+        warmup: int,
+        first: int,
+        think_s: float | None = None,
     ) -> None:
         # Warm-up is its own phase that drains before measuring starts: otherwise warm-up requests
         # would be served inside the measured window and deflate its throughput.
         if warmup:
-            await self._workers(point, c, first, first + warmup, None, warm=True)
+            await self._workers(point, c, first, first + warmup, None, warm=True, think_s=think_s)
         begin = first + warmup
-        await self._workers(
-            point, c, begin, None if requests is None else begin + requests, duration, warm=False
-        )
+        end = None if requests is None else begin + requests
+        await self._workers(point, c, begin, end, duration, warm=False, think_s=think_s)
 
     async def _workers(
-        self, point: int, c: int, first: int, end: int | None, duration: float | None, warm: bool
+        self,
+        point: int,
+        c: int,
+        first: int,
+        end: int | None,
+        duration: float | None,
+        warm: bool,
+        think_s: float | None = None,
     ) -> None:
         state = {"next": first}
         deadline = None if duration is None else self.now() + duration
@@ -258,7 +276,10 @@ class Runner:
                 if (end is not None and i >= end) or (deadline is not None and self.now() >= deadline):
                     return
                 state["next"] = i + 1
-                await self._send(self._new_record(point, i, warm, self.now()))
+                rec = self._new_record(point, i, warm, self.now())
+                await self._send(rec)
+                if think_s is not None:  # a listener: the reply plays out, then the user thinks
+                    await asyncio.sleep(max(0.0, playback_end(rec) + think_s - self.now()))
 
         await asyncio.gather(*(worker() for _ in range(c)))
 

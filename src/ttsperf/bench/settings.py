@@ -27,6 +27,11 @@ class BenchSettings(Layered):
     )
     adapter: str = Field("invoke", description="invoke | openai | chattts-api | forge | template")
     concurrency: list[int] = Field([], description="closed loop: N in flight; a list sweeps, e.g. 1,4,16")
+    think_time: float | None = Field(
+        None,
+        description="closed loop of listeners: each plays its reply as it arrives, then waits this many "
+        "seconds before its next request (0: asks again when the reply has played)",
+    )
     rate: list[float] = Field([], description="open loop: requests/s; a list sweeps, e.g. 2,4,8")
     arrival: str = Field("poisson", description="open-loop arrivals: poisson | constant | gamma[:SHAPE]")
     max_concurrency: int | None = Field(None, description="open loop: cap on requests in flight")
@@ -87,6 +92,11 @@ class BenchSettings(Layered):
             raise UserError("--concurrency and --rate: choose one (closed loop or open loop)")
         if any(c < 1 for c in self.concurrency):
             raise UserError(f"--concurrency {self.concurrency}: every value must be >= 1")
+        if self.think_time is not None and (self.rate or not self.think_time >= 0):
+            raise UserError(
+                f"--think-time {self.think_time:g}: expected seconds >= 0 with --concurrency "
+                "(a closed loop's listeners; an open loop's arrivals do not wait for replies)"
+            )
         if any(not r > 0 for r in self.rate):
             raise UserError(f"--rate {self.rate}: every value must be > 0 requests/s")
         parse_arrival(self.arrival)
@@ -129,4 +139,7 @@ class BenchSettings(Layered):
         if self.rate:
             return [Strategy(kind="rate", rate=r, arrival=self.arrival, max_concurrency=self.max_concurrency)
                     for r in self.rate]  # fmt: skip
-        return [Strategy(kind="concurrent", concurrency=c) for c in (self.concurrency or [1])]
+        return [
+            Strategy(kind="concurrent", concurrency=c, think_s=self.think_time)
+            for c in (self.concurrency or [1])
+        ]

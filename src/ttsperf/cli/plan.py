@@ -21,6 +21,7 @@ from ttsperf.plan.money import CONVERTED, amount, load_rates, unit
 from ttsperf.plan.predict import Prediction, predict
 from ttsperf.plan.rows import gpus_range
 from ttsperf.plan.schema import Plan, PlanRow, ScenarioPlan
+from ttsperf.plan.search import RESOLUTION
 from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import Load
 
@@ -80,11 +81,13 @@ def render(
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     console.print(
-        "stream = one request in flight, sent again as soon as it ends (not a user who pauses). "
-        "setting = engine mode, dtype, c = steps before the first audio chunk (the flags: --json, "
+        _stream_words(plan)
+        + "setting = engine mode, dtype, c = steps before the first audio chunk (the flags: --json, "
         "'settings.serve_flags'); (a-b) = at the high and low ends of the mode's fixed costs (host "
-        "profile, kernel costs); binds = what stops more load per GPU. (fit) = step time fitted to a "
-        "profile of that card; * = price from --price; own = bought (--own): amortised + electricity; "
+        "profile, kernel costs); binds = what stops more load per GPU; "
+        f"= tied: within the search's {RESOLUTION:.0%} of another card ('tied_with'). "
+        "(fit) = step time fitted to a profile of that card; * = price from --price; "
+        "own = bought (--own): amortised + electricity; "
         "~ = converted (the rate below). Dim rows miss the SLO. Every latency, capacity and cost is "
         "projected (formula and inputs per number: --json, 'basis'); defaults are assumptions in "
         "docs/PLANNING.md. Each price's provider, tier and date: --list-prices."
@@ -94,6 +97,20 @@ def render(
         console.print(f"~ {i.currency} converted at {rate}", highlight=False)
     for sc in plan.scenarios:  # the answer, in the reader's language (--lang)
         console.print(f"[bold]{sc.scenario}:[/bold] {_answer(sc, lang)}")
+
+
+def _stream_words(plan: Plan) -> str:
+    """What a stream is in this plan's scenarios: a listener (dialogue) or a request in flight."""
+    think = {sc.load.get("think_s") for sc in plan.scenarios if sc.load["kind"] == "streams"}
+    if not think:
+        return ""
+    if None in think:
+        return "stream = one request in flight, sent again as soon as it ends. "
+    t = ", ".join(f"{x:g}" for x in sorted(think))
+    return (
+        f"stream = a listener: plays each reply as it arrives, sends the next request {t} s after it "
+        "has played (--think-time). "
+    )
 
 
 def _answer(sc: ScenarioPlan, lang: str) -> str:
@@ -123,7 +140,7 @@ def _capacity_cell(r: PlanRow, streams: bool) -> str:
     if span:
         lo, hi = span
         cap += f" ({lo}-{hi})" if streams else f" ({_rate(lo)}-{_rate(hi)})"
-    return cap
+    return ("=" if r.tied_with else "") + cap
 
 
 def _gpus_cell(sc: ScenarioPlan, r: PlanRow) -> str:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import pickle
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,7 @@ from ttsperf.plan.catalog import Catalog, load_catalog, split_names
 from ttsperf.plan.cost import parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
 from ttsperf.plan.money import load_rates
-from ttsperf.plan.recommend import recommend
+from ttsperf.plan.recommend import mark_ties, recommend
 from ttsperf.plan.rows import plan_row
 from ttsperf.plan.scenarios import SCENARIOS, Scenario, parse_duration, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs, PlanRow, ScenarioPlan, Slo
@@ -172,7 +174,8 @@ def make_plan(
         step_overhead=_duration(s.step_overhead, "--step-overhead"),
         vocoder_overhead=_duration(s.vocoder_overhead, "--vocoder-overhead"),
     )  # fmt: skip
-    scenarios = plan_scenarios([SCENARIOS[n] for n in names], cards, target, slo_limits, ctx, note, progress)
+    chosen = [_with_think(SCENARIOS[n], s.think_time) for n in names]
+    scenarios = plan_scenarios(chosen, cards, target, slo_limits, ctx, note, progress)
     owned = own_cards.purchases if own_cards else {}
     missing = [c.name for c in cards if c.name not in cat.prices and c.name not in owned]
     notes = []
@@ -225,31 +228,46 @@ def _inputs(
     )  # fmt: skip
 
 
+def _with_think(scenario: Scenario, think_s: float | None) -> Scenario:
+    """--think-time: the listeners of a dialogue scenario think this long (offline has none)."""
+    if think_s is None or scenario.think_s is None:
+        return scenario
+    if not think_s >= 0:
+        raise UserError(f"--think-time {think_s:g}: expected seconds >= 0")
+    return replace(scenario, think_s=think_s, think_how=f"user --think-time {think_s:g}")
+
+
 def _with_slo(scenario: Scenario, slo: dict[str, float] | None) -> Scenario:
     if slo is None:
         return scenario
-    return Scenario(
-        scenario.name,
-        scenario.description,
-        slo,
-        "user --slo",
-        scenario.load,
-        scenario.load_how,
-        scenario.objective,
-    )
+    return replace(scenario, slo=slo, slo_how="user --slo")
 
 
-def _card_rows(card: Card, work: list[tuple[Scenario, Load]], ctx: PlanContext) -> list[PlanRow]:
-    """One card's row in every scenario (they share its simulations: one process per card)."""
+def _group_rows(
+    group: list[Card], work: list[tuple[Scenario, Load]], ctx: PlanContext
+) -> list[list[PlanRow]]:
+    """Each card's row in every scenario; the cards of a group share their simulations (one
+    process per group)."""
     sims = Simulations(ctx.seed)
-    return [plan_row(card, scenario, load, ctx, sims) for scenario, load in work]
+    return [[plan_row(card, scenario, load, ctx, sims) for scenario, load in work] for card in group]
 
 
-def _workers(cards: int) -> int:
+def _same_engine(cards: list[Card]) -> list[list[Card]]:
+    """Cards whose step models are equal but for where the numbers come from (A800 and A100,
+    H800 and H100, RTX 4090 D and RTX 4090) simulate alike: one group each, so one process runs
+    their simulations once."""
+    groups: dict[bytes, list[Card]] = {}
+    for card in cards:
+        key = pickle.dumps(replace(card.step, basis={})) if card.step is not None else card.name.encode()
+        groups.setdefault(key, []).append(card)
+    return list(groups.values())
+
+
+def _workers(groups: int) -> int:
     """Processes to plan cards in: one per CPU this process may run on, when there are enough
-    cards to pay for starting them (a fresh interpreter each, ~1 s)."""
+    groups of cards to pay for starting them (a fresh interpreter each, ~1 s)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    return min(cpus, cards) if cards >= 6 else 1
+    return min(cpus, groups) if groups >= 6 else 1
 
 
 def _rows_per_card(
@@ -258,25 +276,27 @@ def _rows_per_card(
     ctx: PlanContext,
     progress: Callable[[str], None] | None,
 ) -> list[list[PlanRow]]:
-    """Every card's rows, cards in parallel processes (each card's rows depend on that card
-    alone, so the result is the same whatever the split)."""
-    workers = _workers(len(cards))
+    """Every card's rows, groups of cards in parallel processes (each card's rows depend on that
+    card alone, so the result is the same whatever the split)."""
+    groups = _same_engine(cards)
+    workers = _workers(len(groups))
+    rows: dict[int, list[PlanRow]] = {}  # by id(card): names may repeat across profiles
     if workers == 1:
-        out = []
-        for card in cards:
+        for group in groups:
             if progress:
-                progress(card.name)
-            out.append(_card_rows(card, work, ctx))
-        return out
-    ctx_mp = multiprocessing.get_context("spawn")  # no fork of a process whose threads hold locks
-    with ProcessPoolExecutor(workers, mp_context=ctx_mp) as pool:
-        futures = [pool.submit(_card_rows, card, work, ctx) for card in cards]
-        out = []
-        for card, fut in zip(cards, futures, strict=True):
-            out.append(fut.result())
-            if progress:
-                progress(f"{card.name} ({len(out)}/{len(cards)}, {workers} processes)")
-        return out
+                progress(", ".join(c.name for c in group))
+            rows.update(zip(map(id, group), _group_rows(group, work, ctx), strict=True))
+    else:
+        ctx_mp = multiprocessing.get_context("spawn")  # no fork of a process whose threads hold locks
+        with ProcessPoolExecutor(workers, mp_context=ctx_mp) as pool:
+            futures = [pool.submit(_group_rows, group, work, ctx) for group in groups]
+            for group, fut in zip(groups, futures, strict=True):
+                rows.update(zip(map(id, group), fut.result(), strict=True))
+                if progress:
+                    progress(
+                        f"{', '.join(c.name for c in group)} ({len(rows)}/{len(cards)}, {workers} processes)"
+                    )
+    return [rows[id(c)] for c in cards]
 
 
 def plan_scenarios(
@@ -295,6 +315,7 @@ def plan_scenarios(
     plans = []
     for j, (scenario, load) in enumerate(work):
         rows = [r[j] for r in rows_of]
+        mark_ties(rows)
         sentence, rec = recommend(scenario, load, rows, basis_note, ctx.catalog.prices)
         plans.append(
             ScenarioPlan(
@@ -305,6 +326,11 @@ def plan_scenarios(
                     "kind": load.kind,
                     "value": load.value,
                     "how": "user flag" if target else scenario.load_how,
+                    **(
+                        {"think_s": scenario.think_s, "stream": scenario.think_how}
+                        if load.kind == "streams" and scenario.think_s is not None
+                        else {}
+                    ),
                 },
                 objective=scenario.objective,
                 rows=rows,

@@ -11,6 +11,7 @@ from ttsperf.plan.money import money
 from ttsperf.plan.rows import gpus_range
 from ttsperf.plan.scenarios import Scenario
 from ttsperf.plan.schema import PlanRow, Recommended
+from ttsperf.plan.search import RESOLUTION
 from ttsperf.plan.simulate import Load
 from ttsperf.slo import spec_of
 
@@ -23,6 +24,22 @@ def measured(r: PlanRow) -> bool:
 def setting_words(r: PlanRow) -> str:
     """'cuda-graphs, fp16, first chunk 24 steps' for a row ('' without settings)."""
     return r.settings.words() if r.settings is not None else ""
+
+
+def capacity(r: PlanRow) -> float | None:
+    return r.max_streams if r.max_streams is not None else r.max_rate_rps
+
+
+def mark_ties(rows: list[PlanRow]) -> None:
+    """Each row's `tied_with`: the other cards whose capacity is within the search's resolution
+    of its own (the simulation cannot order them; docs/PLANNING.md, "Ties")."""
+    for r in rows:
+        a = capacity(r)
+        r.tied_with = [
+            o.gpu
+            for o in rows
+            if o is not r and a and (b := capacity(o)) and abs(a - b) <= RESOLUTION * max(a, b)
+        ]
 
 
 def recommend(
@@ -85,10 +102,16 @@ def _cheapest(ok: list[PlanRow], key: str, prices: Mapping[str, Price]) -> tuple
         best = min(priced, key=lambda r: (getattr(r, key), r.gpus_needed, r.p99_s or math.inf))
         cur, basis = best.currency, best.basis.get("usd_per_gpu_hour")
         rented = basis is not None and basis.kind == "sourced" and best.gpu in prices  # not owned
+        tied = [r.gpu for r in priced if r.gpu in best.tied_with and r.gpus_needed == best.gpus_needed]
+        ties = (
+            f" (tied with {', '.join(tied)}: capacities within the search's {RESOLUTION:.0%}, picked by cost)"
+            if tied
+            else ""
+        )
         return best, (
             f"{best.gpus_needed} x {best.gpu} at {money(best.usd_per_hour, cur)}/h "
-            f"({money(best.usd_per_audio_hour, cur)} per audio hour) is the cheapest that meets it{tail}"
-            + (f"; price: {prices[best.gpu].brief()}" if rented else "")
+            f"({money(best.usd_per_audio_hour, cur)} per audio hour) is the cheapest that meets it"
+            f"{ties}{tail}" + (f"; price: {prices[best.gpu].brief()}" if rented else "")
         )
     best = min(ok, key=lambda r: (r.gpus_needed, r.p99_s or math.inf))
     return best, f"no card that meets the SLO has a price; fewest GPUs: {best.gpus_needed} x {best.gpu}"
@@ -127,6 +150,8 @@ def _check(scenario: Scenario, target: Load, best: PlanRow) -> str:
     load_flag = (
         f"--concurrency {best.max_streams}" if target.kind == "streams" else f"--rate {best.max_rate_rps:.3g}"
     )
+    if target.kind == "streams" and scenario.think_s is not None:  # the plan's streams are listeners
+        load_flag += f" --think-time {scenario.think_s:g}"
     # streamed, through the adapter whose API streams (bench refuses --stream with the others):
     # TTFA and underruns exist only for a stream; 400 requests: enough for a P99's interval to
     # have its high end (bench: n >= 368 at 95%)

@@ -26,9 +26,19 @@ class Scenario:
     load: Load
     load_how: str
     objective: str  # "usd_per_hour" (cheapest fleet for the load) or "usd_per_audio_hour"
+    # a stream of this scenario: None sends back to back; a number is a listener who plays each
+    # reply and thinks this long before the next request (simulate.Load.think_s)
+    think_s: float | None = None
+    think_how: str = ""
 
 
 _REALTIME_SLO = {"ttfa_p99": 0.3, "underrun_p99": 0.1}
+# A dialogue stream is a listener: a request sent back to back would ask for audio faster than
+# anyone hears it, so a faster card would be sent more work per stream (and carry fewer streams).
+_LISTENER_HOW = (
+    "a stream is a listener: it plays each reply as it arrives and sends its next request when it "
+    "has played it (think time 0 s; set --think-time)"
+)
 _REALTIME_HOW = (
     "guide: real-time dialogue needs < 300 ms P99, read as time to first audio (what a listener "
     "waits for); metrics.md: playback underrun is OK at <= 0.1 s"
@@ -42,6 +52,8 @@ SCENARIOS = {
         Load("streams", 100),
         "assumption: 100 concurrent dialogue streams (set --streams/--rate)",
         "usd_per_hour",
+        0.0,
+        _LISTENER_HOW,
     ),
     "offline": Scenario(
         "offline",
@@ -60,6 +72,8 @@ SCENARIOS = {
         Load("streams", 10_000),
         "the guide's 'ten-thousand-level concurrency' (万级并发), lower end",
         "usd_per_hour",
+        0.0,
+        _LISTENER_HOW,
     ),
 }
 

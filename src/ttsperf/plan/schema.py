@@ -120,6 +120,11 @@ class PlanRow(BaseModel):
     max_rate_range: list[float] | None = Field(
         None, description="[low, high] req/s per GPU at the ends of the overhead's sourced range"
     )
+    tied_with: list[str] = Field(
+        [],
+        description="cards whose capacity is within the search's resolution of this one's: the "
+        "simulation does not tell them apart (their order is by cost)",
+    )
 
 
 class Slo(BaseModel):

@@ -9,6 +9,7 @@ first-chunk ladder.
 
 from __future__ import annotations
 
+import pickle
 from dataclasses import dataclass, field, replace
 
 from ttsperf.errors import UserError
@@ -48,21 +49,37 @@ class PlanContext:
 
 @dataclass
 class Simulations:
-    """One card's simulated runs by (setting, requests, load): its scenarios share them
-    (realtime and concurrency share an SLO, so their searches meet the same loads)."""
+    """Simulated runs by (engine, requests, load), shared by a card's scenarios (realtime and
+    concurrency share an SLO, so their searches meet the same loads) and by cards whose engines
+    are the same (a card sold under two names: A800 and A100, RTX 4090 D and RTX 4090)."""
 
     seed: int
     runs: dict[tuple, SimResult] = field(default_factory=dict)
 
-    def simulator(self, engine: EngineModel, setting: tuple, n_requests: int) -> Simulator:
+    def simulator(self, engine: EngineModel, n_requests: int, think_s: float | None = None) -> Simulator:
+        """A closed loop's streams are the scenario's: listeners when `think_s` is set."""
+        engine_key = engine_signature(engine)
+
         def sim(load: Load) -> SimResult:
-            key = (setting, n_requests, load)
+            if load.kind == "streams":
+                load = replace(load, think_s=think_s)
+            key = (engine_key, n_requests, load)
             if key not in self.runs:
                 self.runs[key] = simulate(engine, load, n_requests=n_requests, seed=self.seed)
             return self.runs[key]
 
         return sim
 
+
+def engine_signature(engine: EngineModel) -> bytes:
+    """What a simulation depends on: the engine with its numbers, not where they came from."""
+    return pickle.dumps(replace(engine, step=replace(engine.step, basis={})))
+
+
+# A capacity is bisected to within this share of the load. The same card simulated on other
+# seeds moves its capacity by up to ~4% (docs/PLANNING.md, "Ties"), so a finer search only
+# resolves one seed's draw; capacities closer than this are reported as tied.
+RESOLUTION = 0.03
 
 # First-chunk sizes the search may move to, from the official 24 steps (docs/reference/chattts.md):
 # smaller ones bring the first audio forward, larger ones buffer more against underruns.
@@ -79,9 +96,6 @@ class Candidate:
     vocoder_fixed: float | None
     max_batch: int
     batch_limit: str  # "memory" or "max batch": what sets max_batch
-
-    def key(self) -> tuple:
-        return (self.mode.name, self.first_chunk_steps, self.t_fixed, self.vocoder_fixed, self.max_batch)
 
 
 @dataclass
@@ -110,17 +124,18 @@ def capacity_at(
     c: Candidate,
     guess: float | None = None,
     n_requests: int | None = None,
-    resolution: float = 0.0,
+    resolution: float = RESOLUTION,
 ) -> Searched:
     """The most load per GPU meeting the scenario's SLO with the card at setting `c`. Without a
     guess, a coarse search (a quarter of the requests, to 5%) finds one: its runs cost a quarter."""
     n = n_requests or q.ctx.n_requests
     engine = engine_at(q.card, c, q.ctx)
-    sim = q.sims.simulator(engine, c.key(), n)
+    think = q.scenario.think_s
+    sim = q.sims.simulator(engine, n, think)
     coarse = max(250, n // 4)
     slo = q.scenario.slo
     if guess is None and slo and coarse < n:
-        rough = q.sims.simulator(engine, c.key(), coarse)
+        rough = q.sims.simulator(engine, coarse, think)
         guess = find_capacity(engine.max_batch, q.kind, slo, rough, None, 0.05).value or None
     return Searched(c, engine, find_capacity(engine.max_batch, q.kind, slo, sim, guess, resolution), sim)
 
@@ -230,7 +245,7 @@ def _search_first_chunk(q: Search, best: Searched) -> tuple[Searched, list[int]]
         # better only if it meets the SLO just above the best load so far: one run tells
         value = best.cap.value
         step_up = Load(q.kind, value + 1 if q.kind == "streams" else value * 1.01)
-        sim = q.sims.simulator(engine_at(q.card, c, q.ctx), c.key(), q.ctx.n_requests)
+        sim = q.sims.simulator(engine_at(q.card, c, q.ctx), q.ctx.n_requests, q.scenario.think_s)
         if value and not meets(sim(step_up), slo):
             break
         t = capacity_at(q, c, value or None)

@@ -28,6 +28,11 @@ class PlanSettings(Layered):
     scenario: str | None = Field(None, description="realtime | offline | concurrency (default: all three).")
     streams: int | None = Field(None, description="Target load: N concurrent streams (closed loop).")
     rate: float | None = Field(None, description="Target load: R requests/s (Poisson).")
+    think_time: float | None = Field(
+        None,
+        description="A dialogue stream is a listener: seconds it thinks after a reply has played, "
+        "before its next request (default 0).",
+    )
     slo: str | None = Field(None, description="e.g. 'ttfa_p99=300ms,underrun_p99=100ms', 'p99=10s', 'none'.")
     gpus: str | None = Field(
         None, description='Cards to consider, e.g. "T4,RTX 3090,RTX 4090" (default: all).'

@@ -8,7 +8,8 @@ One worker owns the device and loops, as ttsperf's engine does (engine/runner.py
      Decoder+Vocos call; chunks are emitted when that returns (the server's event loop hands them
      out one after another); a row whose last step it was leaves the batch.
 Arrivals are open loop (Poisson or constant at a rate) or closed loop (N streams, each sending its
-next request as soon as the previous one completes).
+next request as soon as the previous one completes, or - a stream that is a listener, `think_s`
+set - when it has played the previous reply and thought `think_s` seconds).
 
 Three parts: the arrivals (`Arrivals`), the event loop (`_serve`, over the running rows `_Rows`)
 and the summary (`_summary`); one `Request` record per request.
@@ -71,11 +72,15 @@ ENGINES = {"ttsperf": ENGINE_HOW}  # what plan's --engine setting accepts (v1 re
 class Load:
     kind: str  # "streams" (closed loop), "rate" (Poisson), "constant" (fixed inter-arrival)
     value: float
+    # a closed loop's stream: None sends its next request the moment a reply ends (bench
+    # --concurrency); a number is a listener who plays each reply as it arrives and sends the
+    # next one this many seconds after it has played (bench --concurrency N --think-time S)
+    think_s: float | None = None
 
     def label(self) -> str:
-        return (
-            f"{self.value:g} streams" if self.kind == "streams" else f"{self.value:.3g} req/s ({self.kind})"
-        )
+        if self.kind != "streams":
+            return f"{self.value:.3g} req/s ({self.kind})"
+        return f"{self.value:g} streams" + ("" if self.think_s is None else f" (think {self.think_s:g} s)")
 
 
 @dataclass
@@ -187,6 +192,7 @@ class Request:
     done: float = math.nan  # its last chunk out (nan: not yet)
     play_end: float = 0.0  # when playback of what it has received so far ends
     stall: float = 0.0  # its worst playback stall so far
+    pause: float = 0.0  # a listener's wait from its reply's end to its stream's next request
 
 
 class Arrivals:
@@ -280,6 +286,7 @@ class _Emitter:
         self.step, self.arrivals, self.rows, self.measured = engine.step, arrivals, rows, measured
         self.chunk_audio = chunk_plan(engine.workload)[1]
         self.handoff_s, self.serial = engine.handoff_s, engine.handoff_serial
+        self.think_s = arrivals.load.think_s
         # on the engine's CPU the event loop has half of it while the engine runs (2 x per chunk),
         # and the engine's next steps pay for the other half (debt)
         self.per_chunk = self.handoff_s * (2 if self.serial else 1)
@@ -311,23 +318,48 @@ class _Emitter:
                 starts.popleft()
                 done += rid in self.measured
                 if q.stream >= 0:
-                    self.arrivals.add(out, q.stream)
+                    if self.think_s is not None:  # a listener: after the reply has played, and thought
+                        q.pause = max(out, q.play_end) + self.think_s - out
+                    self.arrivals.add(out + q.pause, q.stream)
         self.loop_free = loop_free
         return done, now, debt
 
 
 def simulate(
-    engine: EngineModel, load: Load, n_requests: int = 1000, seed: int = 0, cold_start: bool = False
+    engine: EngineModel,
+    load: Load,
+    n_requests: int = 1000,
+    seed: int = 0,
+    cold_start: bool = False,
+    runs: int = 1,
 ) -> SimResult:
     """Steady state by default: a warm-up is simulated and left out, a closed loop's streams start
     staggered. cold_start: what `bench` measures after its warm-up drains: an empty engine, a
     closed loop's streams all sending at t = 0, the first n_requests sent measured, throughput
-    as completions over that span (Little's law needs a steady state)."""
+    as completions over that span (Little's law needs a steady state).
+
+    runs > 1: the measured requests are split over that many independent runs (seeds seed x 1000
+    + i, each with its own warm-up) and their latencies pooled. A closed loop of equal requests
+    marches in waves whose alignment one run keeps from its start to its end, so one run's p99
+    is one draw of that alignment; independent runs average over it (docs/PLANNING.md, "Ties")."""
     if load.value <= 0:
         raise ValueError("load must be positive")
-    w, sm, maxb = engine.workload, engine.step, engine.max_batch
-    if maxb < 1:
+    if engine.max_batch < 1:
         raise ValueError("max_batch must be >= 1")
+    if runs <= 1 or cold_start:
+        return _summary(
+            [_one_run(engine, load, n_requests, seed, cold_start)], load, cold_start, engine.workload.steps
+        )
+    share = [n_requests // runs + (i < n_requests % runs) for i in range(runs)]
+    done = [_one_run(engine, load, n, seed * 1000 + i, False) for i, n in enumerate(share) if n]
+    return _summary(done, load, False, engine.workload.steps)
+
+
+def _one_run(
+    engine: EngineModel, load: Load, n_requests: int, seed: int, cold_start: bool
+) -> tuple[list[Request], range, _Totals]:
+    """One simulated run: its requests, which of them are measured, and the worker's totals."""
+    w, sm, maxb = engine.workload, engine.step, engine.max_batch
     # Warm-up: a closed loop's first request per stream starts from an empty engine.
     streams = int(load.value) if load.kind == "streams" else 0
     if cold_start:
@@ -343,10 +375,11 @@ def simulate(
         if streams and not cold_start
         else 0.0
     )
+    if load.think_s is not None:  # a listener's cycle holds its reply's playback and its thinking
+        service = max(service, w.audio_seconds) + load.think_s
     arrivals.start(streams, cold_start, service)
     measured = range(warmup, warmup + n_requests)
-    clock = _serve(engine, arrivals, measured)
-    return _summary(arrivals.requests, measured, clock, streams, cold_start, w.steps)
+    return arrivals.requests, measured, _serve(engine, arrivals, measured)
 
 
 def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
@@ -411,10 +444,12 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
 
 
 def _summary(
-    requests: list[Request], measured: range, totals: _Totals, streams: int, cold_start: bool, steps: int
+    done: list[tuple[list[Request], range, _Totals]], load: Load, cold_start: bool, steps: int
 ) -> SimResult:
-    """Latency percentiles over the measured requests, throughput, and the worker's averages."""
-    ms = [requests[i] for i in measured]
+    """Latency percentiles over the measured requests of every run, throughput, and the worker's
+    averages."""
+    streams = int(load.value) if load.kind == "streams" else 0
+    ms = [requests[i] for requests, measured, _ in done for i in measured]
     arrival = np.array([q.arrival for q in ms])
     e2e = np.array([q.done for q in ms]) - arrival
     ttfa = np.array([q.first for q in ms]) - arrival
@@ -422,19 +457,25 @@ def _summary(
     n = len(ms)
     # Throughput. n / (span of the measured requests) would undercount by about
     # n / (n + requests in flight), the span holding the last requests' whole service time.
-    # Closed loop: Little's law, N streams / mean E2E (no think time), exact in steady state and
-    # blind to the waves equal-length requests march in. Open loop (and a cold start, which is
-    # no steady state): every completion inside the measured span, over that span.
+    # Closed loop: Little's law, N streams / mean cycle (E2E + a listener's pause), exact in
+    # steady state and blind to the waves equal-length requests march in. Open loop (and a cold
+    # start, which is no steady state): every completion inside the measured span, over that
+    # span, summed over the runs' spans.
     audio_s = steps / F.STEPS_PER_AUDIO_SECOND
-    t0, t1 = min(q.arrival for q in ms), max(q.done for q in ms)
+    completed = window = 0.0
+    for requests, measured, _ in done:
+        t0 = min(requests[i].arrival for i in measured)
+        t1 = max(requests[i].done for i in measured)
+        window += t1 - t0
+        # bench's definition when reproducing it: the measured successes over their window
+        completed += len(measured) if cold_start else sum(1 for q in requests if t0 < q.done <= t1)
     if streams and not cold_start:
-        mean = float(e2e.mean())
+        mean = float(e2e.mean()) + float(np.mean([q.pause for q in ms]))
         throughput = streams / mean if mean > 0 else math.inf
     else:
-        # bench's definition when reproducing it: the measured successes over their window
-        completed = n if cold_start else sum(1 for q in requests if t0 < q.done <= t1)
-        throughput = completed / (t1 - t0) if t1 > t0 else math.inf
-    window = t1 - t0
+        throughput = completed / window if window > 0 else math.inf
+    steps_run = sum(t.steps for _, _, t in done)
+    clock = sum(t.now for _, _, t in done)
     return SimResult(
         n=n,
         window_rps=n / window if window > 0 else math.inf,
@@ -447,8 +488,8 @@ def _summary(
         underrun_p99=float(np.percentile(stalls, 99)),
         throughput_rps=throughput,
         audio_throughput=throughput * audio_s,
-        mean_batch=totals.batch_steps / totals.steps if totals.steps else 0.0,
-        mean_step_s=totals.step_time / totals.steps if totals.steps else 0.0,
-        busy_fraction=1.0 - totals.idle / totals.now if totals.now > 0 else 0.0,
+        mean_batch=sum(t.batch_steps for _, _, t in done) / steps_run if steps_run else 0.0,
+        mean_step_s=sum(t.step_time for _, _, t in done) / steps_run if steps_run else 0.0,
+        busy_fraction=1.0 - sum(t.idle for _, _, t in done) / clock if clock > 0 else 0.0,
         p99_resolved=n >= P99_MIN_SAMPLES,
     )

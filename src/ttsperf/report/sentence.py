@@ -89,6 +89,8 @@ def _check(sc: ScenarioPlan, row: PlanRow | None) -> str | None:
         return None
     if sc.load["kind"] == "streams":
         load = f"--concurrency {row.max_streams}"
+        if (think := sc.load.get("think_s")) is not None:  # the plan's streams are listeners
+            load += f" --think-time {float(think):g}"
     else:
         load = f"--rate {row.max_rate_rps:.3g}"
     stream = " --adapter openai --stream" if any(k.startswith(READS_A_STREAM) for k in sc.slo.limits) else ""
