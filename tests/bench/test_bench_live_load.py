@@ -217,3 +217,18 @@ def test_template_adapter_posts_any_json_and_reads_pcm(server_factory):
     p = run.points[0]
     assert p.successes == 4, p.error_examples
     assert all(abs(r.audio_s - r.server_audio_s) < 1e-3 for r in run.records)
+
+
+def test_a_listener_sends_its_next_request_when_the_reply_has_played_and_it_has_thought(server_factory):
+    """One listener against a real server: every request leaves after the previous reply's
+    playback end plus the think time, never before."""
+    from ttsperf.bench.metrics import playback_end
+
+    srv = server_factory(slots=1, service_time=0.02)
+    think = 0.15
+    p = bench(srv.url, concurrency=[1], think_time=think, requests=4)
+    assert p.points[0].successes == 4
+    records = sorted((r for r in p.records if not r.warmup), key=lambda r: r.t_send)
+    for before, after in zip(records, records[1:], strict=False):
+        assert after.t_send >= playback_end(before) + think - 1e-3
+        assert after.t_send - (playback_end(before) + think) < 0.1  # and not much later

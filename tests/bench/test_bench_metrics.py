@@ -46,3 +46,13 @@ def test_underrun_of_a_player_starting_at_first_audio():
     assert metrics.underrun_s(r) == pytest.approx(0.3)
     smooth = rec(0, 0.0, 2.0, audio=3.0, chunks=[(1.0, 1.0), (1.9, 2.0), (2.0, 3.0)])
     assert metrics.underrun_s(smooth) == 0.0
+
+
+def test_playback_ends_after_the_audio_and_every_stall():
+    # 1 s at t=1, the 2nd s at t=1.5 (in time), the 3rd at t=3.3 (0.3 s late): plays to 4.3
+    r = rec(0, 0.0, 3.3, audio=3.0, chunks=[(1.0, 1.0), (1.5, 2.0), (3.3, 3.0)])
+    assert metrics.playback_end(r) == pytest.approx(4.3)
+    smooth = rec(0, 0.0, 2.0, audio=3.0, chunks=[(1.0, 1.0), (1.9, 2.0), (2.0, 3.0)])
+    assert metrics.playback_end(smooth) == pytest.approx(4.0)
+    whole = rec(0, 0.0, 2.0, audio=1.5)  # not streamed: plays from its end
+    assert metrics.playback_end(whole) == pytest.approx(3.5)

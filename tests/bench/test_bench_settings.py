@@ -109,3 +109,18 @@ def test_cli_flags_that_do_not_parse_name_the_flag():
 def test_cli_without_any_url_is_a_usage_error():
     res = CliRunner().invoke(app, ["bench", "--no-gpu"])
     assert res.exit_code == 2 and "give at least one server URL" in res.stderr
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"rate": [2.0], "think_time": 1.0}, "--think-time 1: expected seconds >= 0 with --concurrency"),
+        ({"concurrency": [2], "think_time": -1.0}, "--think-time -1: expected seconds >= 0"),
+    ],
+)
+def test_think_time_belongs_to_a_closed_loop_of_listeners(kw, match):
+    with pytest.raises(UserError, match=match):
+        BenchSettings(urls=["http://127.0.0.1:1"], **kw).validate()
+    ok = BenchSettings(urls=["http://127.0.0.1:1"], concurrency=[2, 4], think_time=0.5)
+    ok.validate()
+    assert [s.label for s in ok.strategies()] == ["concurrent@2,think0.5s", "concurrent@4,think0.5s"]

@@ -238,3 +238,40 @@ def test_chunks_emitted_together_leave_one_hand_off_apart():
     assert shared.ttfa_p50 == pytest.approx(first + 9 * h, rel=1e-9)  # 2 h .. 16 h
     # the 8 first chunks' hand-offs (8 h) stretch the next steps by as much
     assert shared.e2e_p50 == pytest.approx((steps - 1) * t + 8 * h + 9 * h, rel=1e-9)
+
+
+def test_a_listener_asks_again_only_when_the_reply_has_played_and_it_has_thought():
+    """One listener, a 2 s reply decoded in well under its length: each cycle is TTFA + the audio
+    (the player starts at the first chunk and never stalls) + the think time, and Little's law
+    counts the whole cycle."""
+    steps = round(2 * F.STEPS_PER_AUDIO_SECOND)
+    e = constant_engine(0.001, steps=steps, max_batch=4)
+    audio = steps / F.STEPS_PER_AUDIO_SECOND
+    for think in (0.0, 0.5):
+        r = simulate(e, Load("streams", 1, think), n_requests=50)
+        assert r.underrun_p99 == 0.0
+        cycle = r.ttfa_p50 + audio + think
+        assert r.throughput_rps == pytest.approx(1 / cycle, rel=1e-6)
+    back_to_back = simulate(e, Load("streams", 1), n_requests=50)
+    assert back_to_back.throughput_rps == pytest.approx(1 / back_to_back.e2e_p50, rel=1e-6)
+
+
+def test_a_card_three_times_faster_carries_more_listeners_though_each_join_stalls_every_row():
+    """A listener asks at the pace it hears, whatever the card: a faster card, whose eager
+    prefills (one per join) stall every running row as long as a slow card's do, still carries
+    more listeners (docs/PLANNING.md, "Streams are listeners")."""
+    from ttsperf.plan.capacity import find_capacity
+
+    slo = {"ttfa_p99": 0.3, "underrun_p99": 0.1}
+
+    def engine(bw_scale: float) -> EngineModel:
+        sm = default_model("fp16", KV16, 1000.0 * bw_scale, 300.0 * bw_scale)
+        sm.t_fixed, sm.prefill_host = 0.001, [(1, 0.010), (64, 0.05)]
+        return EngineModel.of(sm, 256, Workload())
+
+    def cap(e: EngineModel, think: float) -> float:
+        sim = lambda load: simulate(e, Load(load.kind, load.value, think), n_requests=400)  # noqa: E731
+        return find_capacity(256, "streams", slo, sim, None, 0.03).value
+
+    slow, fast = engine(1.0), engine(3.0)
+    assert cap(fast, 0.0) > cap(slow, 0.0)
