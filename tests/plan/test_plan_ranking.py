@@ -78,7 +78,7 @@ def test_raising_bandwidth_peak_or_memory_alone_never_lowers_capacity(tmp_path, 
         ]
     catalog = tmp_path / "gpus.csv"
     catalog.write_text(header + "\n".join(rows) + "\n")
-    plan = make_plan(catalog=str(catalog), scenario=scenario, requests=400)
+    plan = make_plan(catalog=str(catalog), scenario=scenario)
     got = {r.gpu: r for r in plan.scenarios[0].rows}
     for base in ("L4", "A100 40GB PCIe"):
         b = got[f"{base} base"]

@@ -85,7 +85,6 @@ def render(
         + "setting = engine mode, dtype, c = steps before the first audio chunk (the flags: --json, "
         "'settings.serve_flags'); (a-b) = at the high and low ends of the mode's fixed costs (host "
         "profile, kernel costs); binds = what stops more load per GPU; "
-        f"= tied: within the search's {RESOLUTION:.0%} of another card ('tied_with'). "
         "(fit) = step time fitted to a profile of that card; * = price from --price; "
         "own = bought (--own): amortised + electricity; "
         "~ = converted (the rate below). Dim rows miss the SLO. Every latency, capacity and cost is "
@@ -140,7 +139,7 @@ def _capacity_cell(r: PlanRow, streams: bool) -> str:
     if span:
         lo, hi = span
         cap += f" ({lo}-{hi})" if streams else f" ({_rate(lo)}-{_rate(hi)})"
-    return ("=" if r.tied_with else "") + cap
+    return cap
 
 
 def _gpus_cell(sc: ScenarioPlan, r: PlanRow) -> str:
@@ -148,7 +147,15 @@ def _gpus_cell(sc: ScenarioPlan, r: PlanRow) -> str:
         return "-"
     target = Load(str(sc.load["kind"]), float(sc.load["value"]))
     span = gpus_range(target, r)
-    return f"{r.gpus_needed}" + (f" ({span[0]}-{span[1]})" if span and span[0] != span[1] else "")
+    if not span or span[0] == span[1]:
+        return f"{r.gpus_needed}"
+    # the centre is one end whenever the range is a GPU or two wide: say it once ("113 (-118)")
+    lo, hi = span
+    if r.gpus_needed == lo:
+        return f"{lo} (-{hi})"
+    if r.gpus_needed == hi:
+        return f"{hi} ({lo}-)"
+    return f"{r.gpus_needed} ({lo}-{hi})"
 
 
 def _title(sc: ScenarioPlan) -> str:
@@ -190,9 +197,34 @@ def _compact_table(sc: ScenarioPlan, console: Console) -> None:
     if console.measure(t, options=console.options.update_width(10_000)).maximum > console.width:
         t.collapse_padding = True  # one space between columns, not two, before rich cuts a cell
     console.print(t)
+    if ties := _tie_groups(rows):
+        notes.append(
+            f"tied (capacities within the search's {RESOLUTION:.0%}: the simulation cannot order "
+            "them): " + "; ".join(", ".join(g) for g in ties)
+        )
     for n in notes:
         console.print(textwrap.fill(n, max(40, console.width - 1), subsequent_indent="  "), markup=False,
                       highlight=False)  # fmt: skip
+
+
+def _tie_groups(rows: list[PlanRow]) -> list[list[str]]:
+    """Cards tied with one another (rows' `tied_with`, joined transitively), in table order."""
+    seen: set[str] = set()
+    groups = []
+    by_name = {r.gpu: r for r in rows}
+    for r in rows:
+        if r.gpu in seen or not r.tied_with:
+            continue
+        group, todo = [], [r.gpu]
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in by_name:
+                continue
+            seen.add(name)
+            group.append(name)
+            todo += by_name[name].tied_with
+        groups.append(sorted(group, key=[x.gpu for x in rows].index))
+    return groups
 
 
 def _price_mark(r: PlanRow) -> str:

@@ -263,6 +263,11 @@ def _same_engine(cards: list[Card]) -> list[list[Card]]:
     return list(groups.values())
 
 
+def _cost_hint(card: Card) -> float:
+    """A card's relative planning cost: its runs hold more streams the faster its steps."""
+    return 0.0 if card.step is None else 1.0 / card.step.inv_bw
+
+
 def _workers(groups: int) -> int:
     """Processes to plan cards in: one per CPU this process may run on, when there are enough
     groups of cards to pay for starting them (a fresh interpreter each, ~1 s)."""
@@ -280,6 +285,9 @@ def _rows_per_card(
     card alone, so the result is the same whatever the split)."""
     groups = _same_engine(cards)
     workers = _workers(len(groups))
+    if workers > 1:  # the costliest first (more bandwidth: more streams a run), so none ends alone
+        order = sorted(range(len(groups)), key=lambda i: -_cost_hint(groups[i][0]))
+        groups = [groups[i] for i in order]
     rows: dict[int, list[PlanRow]] = {}  # by id(card): names may repeat across profiles
     if workers == 1:
         for group in groups:

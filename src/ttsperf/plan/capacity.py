@@ -29,24 +29,28 @@ class Capacity:
 
 @dataclass(frozen=True)
 class StreamBracket:
-    """Whole streams in [1, top]. Without a guess the search doubles from 1; from a guess (a
-    neighbouring setting's capacity) it steps by 1.25x."""
+    """Whole streams in [1, top]. Without a guess the search doubles from 8 (down by 1.5x when 8
+    misses: a card carrying fewer costs as many runs as doubling from 1 would); from a guess (a
+    neighbouring setting's capacity) it steps by `step` (1.25x; a guess within a few % steps less)."""
 
     top: int
     guessed: bool
     resolution: float  # stop when the bracket is within this fraction of the load (0: one stream)
+    step: float = 1.25
     least: int = 1
     kind: str = "streams"
     to_top: bool = False  # meeting the SLO at the start: bisect up to `top` at once
 
     def start(self, guess: float | None) -> int:
-        return self.least if guess is None else max(self.least, min(self.top, int(guess)))
+        return (
+            min(self.top, max(self.least, 8)) if guess is None else max(self.least, min(self.top, int(guess)))
+        )
 
     def up(self, n: int) -> int:
-        return min(self.top, max(n + 1, round(n * 1.25))) if self.guessed else min(self.top, 2 * n)
+        return min(self.top, max(n + 1, round(n * self.step))) if self.guessed else min(self.top, 2 * n)
 
     def down(self, n: int) -> int:
-        return max(self.least, min(n - 1, round(n / 1.5)))
+        return max(self.least, min(n - 1, round(n / (1.5 if self.step >= 1.25 else self.step))))
 
     def mid(self, lo: int, hi: int) -> int | None:
         return (lo + hi) // 2 if hi - lo > max(1, self.resolution * lo) else None
@@ -57,11 +61,13 @@ class StreamBracket:
 
 @dataclass(frozen=True)
 class RateBracket:
-    """Requests/s in [top / 256, top], top the saturated throughput; steps of 1.25x up, 1.5x down."""
+    """Requests/s in [top / 256, top], top the saturated throughput; steps of `step` up (1.25x),
+    1.5x down (a guess within a few %: `step` both ways)."""
 
     top: float
     guessed: bool
     resolution: float  # stop when the bracket is within this fraction of the load (0: top / 256)
+    step: float = 1.25
     kind: str = "rate"
 
     @property
@@ -76,10 +82,10 @@ class RateBracket:
         return self.least if guess is None else max(self.least, min(self.top, guess))
 
     def up(self, x: float) -> float:
-        return min(self.top, x * 1.25)
+        return min(self.top, x * self.step)
 
     def down(self, x: float) -> float:
-        return max(self.least, x / 1.5)
+        return max(self.least, x / (1.5 if self.step >= 1.25 else self.step))
 
     def mid(self, lo: float, hi: float) -> float | None:
         return (lo + hi) / 2 if hi - lo > max(self.top / 256, self.resolution * lo) else None
@@ -98,6 +104,7 @@ def find_capacity(
     sim: Simulator,
     guess: float | None = None,
     resolution: float = 0.0,
+    step: float = 1.25,
 ) -> Capacity:
     """Most load per GPU meeting the SLO: bracket, then bisect on simulated runs. `kind`: streams
     or rate; `guess`: where to start (a neighbouring setting's capacity); `resolution`: stop
@@ -106,12 +113,12 @@ def find_capacity(
     if kind == "streams":
         if not slo:  # no bound: more streams than slots only wait, so capacity is the batch
             return Capacity(max_batch, sim(Load("streams", max_batch)), None)
-        bracket: Bracket = StreamBracket(4 * max_batch, guess is not None, resolution)
+        bracket: Bracket = StreamBracket(4 * max_batch, guess is not None, resolution, step)
     else:
         saturated = sim(Load("streams", max_batch))  # the closed-loop throughput bounds any stable rate
         if not slo:
             return Capacity(saturated.throughput_rps, saturated, None)
-        bracket = RateBracket(saturated.throughput_rps, guess is not None, resolution)
+        bracket = RateBracket(saturated.throughput_rps, guess is not None, resolution, step)
     return search(bracket, slo, sim, bracket.start(guess))
 
 

@@ -77,9 +77,9 @@ def engine_signature(engine: EngineModel) -> bytes:
 
 
 # A capacity is bisected to within this share of the load. The same card simulated on other
-# seeds moves its capacity by up to ~4% (docs/PLANNING.md, "Ties"), so a finer search only
-# resolves one seed's draw; capacities closer than this are reported as tied.
-RESOLUTION = 0.03
+# seeds moves its capacity by up to ~4% (docs/PLANNING.md, "Ties"): a finer search would only
+# resolve one seed's draw, and two capacities closer than this are reported as tied.
+RESOLUTION = 0.05
 
 # First-chunk sizes the search may move to, from the official 24 steps (docs/reference/chattts.md):
 # smaller ones bring the first audio forward, larger ones buffer more against underruns.
@@ -125,9 +125,11 @@ def capacity_at(
     guess: float | None = None,
     n_requests: int | None = None,
     resolution: float = RESOLUTION,
+    step: float = 1.25,
 ) -> Searched:
     """The most load per GPU meeting the scenario's SLO with the card at setting `c`. Without a
-    guess, a coarse search (a quarter of the requests, to 5%) finds one: its runs cost a quarter."""
+    guess, a coarse search (a quarter of the requests, to 5%) finds one: its runs cost a quarter.
+    `step`: how far the bracket moves from the guess (less for a guess known to be close)."""
     n = n_requests or q.ctx.n_requests
     engine = engine_at(q.card, c, q.ctx)
     think = q.scenario.think_s
@@ -137,7 +139,20 @@ def capacity_at(
     if guess is None and slo and coarse < n:
         rough = q.sims.simulator(engine, coarse, think)
         guess = find_capacity(engine.max_batch, q.kind, slo, rough, None, 0.05).value or None
-    return Searched(c, engine, find_capacity(engine.max_batch, q.kind, slo, sim, guess, resolution), sim)
+    return Searched(
+        c, engine, find_capacity(engine.max_batch, q.kind, slo, sim, guess, resolution, step), sim
+    )
+
+
+def coarse(q: Search) -> int:
+    """Requests per run while comparing settings: a quarter of the answer's (a coarse capacity
+    falls within ~5% of the fine one; the chosen setting is then searched on every request)."""
+    return min(q.ctx.n_requests, max(250, q.ctx.n_requests // 4))
+
+
+COARSE_RESOLUTION = 0.08
+# the chosen setting's fine search starts from its coarse capacity and moves by this much
+FINE_STEP = 1.08
 
 
 def what_if_mode(t_fixed: float) -> Mode:
@@ -193,21 +208,37 @@ def search(q: Search, maxb: int) -> tuple[Searched, list[str]]:
                 "(profile --host without --no-host-compile measures compile too)"
             )
     cands = [cand(m, m.t_fixed, vocoder_fixed(m, "centre", ctx)) for m in modes]
+    # settings compared on a quarter of the requests, the chosen one searched on all of them
     tried, skipped = _search_modes(q, cands)
     best = max(tried, key=lambda t: t.cap.value)  # the first of equals: the least overhead
     best, fcs = _search_first_chunk(q, best)
+    if coarse(q) < ctx.n_requests:
+        best = capacity_at(q, best.candidate, best.cap.value or None, step=FINE_STEP)
     how = ", ".join(t.candidate.mode.name for t in tried) + f" at first chunk {w.first_chunk_steps}"
     if fcs:
         how += "; first chunk " + ", ".join(map(str, fcs)) + f" with {best.candidate.mode.name}"
     if skipped:
-        how += f"; {', '.join(skipped)} not simulated (more overhead per step; a larger batch would not help)"
+        how += (
+            f"; {', '.join(skipped)} not searched (more overhead per step: a larger batch would not "
+            "help, or it misses the SLO above the best load)"
+        )
     return best, [how]
+
+
+def _beats(q: Search, c: Candidate, value: float) -> bool:
+    """Whether setting `c` meets the SLO just above `value`, the best load so far: one run tells
+    whether searching it could find more (meeting the SLO is monotone in load)."""
+    if not value:
+        return True
+    step_up = Load(q.kind, value + 1 if q.kind == "streams" else value * 1.01)
+    sim = q.sims.simulator(engine_at(q.card, c, q.ctx), coarse(q), q.scenario.think_s)
+    return meets(sim(step_up), q.scenario.slo)
 
 
 def _search_modes(q: Search, cands: list[Candidate]) -> tuple[list[Searched], list[str]]:
     """Modes from the least overhead up; a mode is skipped when one with less overhead was tried
     and had at least its batch or was not stopped by its batch (the same step with more overhead
-    carries no more load)."""
+    carries no more load), or when it misses the SLO just above the best load so far."""
     tried: list[Searched] = []
     skipped: list[str] = []
     for c in cands:
@@ -223,7 +254,10 @@ def _search_modes(q: Search, cands: list[Candidate]) -> tuple[list[Searched], li
         # a start near the answer: the last mode's capacity on this card (never another card's:
         # a card's row must not depend on which cards are planned beside it)
         guess = max((t.cap.value for t in tried), default=None)
-        tried.append(capacity_at(q, c, guess or None))
+        if guess and q.scenario.slo and not _beats(q, c, guess):
+            skipped.append(c.mode.name)
+            continue
+        tried.append(capacity_at(q, c, guess or None, coarse(q), COARSE_RESOLUTION))
     return tried, skipped
 
 
@@ -242,13 +276,10 @@ def _search_first_chunk(q: Search, best: Searched) -> tuple[Searched, list[int]]
         i += direction
         c = replace(best.candidate, first_chunk_steps=ladder[i])
         fcs.append(ladder[i])
-        # better only if it meets the SLO just above the best load so far: one run tells
         value = best.cap.value
-        step_up = Load(q.kind, value + 1 if q.kind == "streams" else value * 1.01)
-        sim = q.sims.simulator(engine_at(q.card, c, q.ctx), q.ctx.n_requests, q.scenario.think_s)
-        if value and not meets(sim(step_up), slo):
+        if not _beats(q, c, value):
             break
-        t = capacity_at(q, c, value or None)
+        t = capacity_at(q, c, value or None, coarse(q), COARSE_RESOLUTION)
         if t.cap.value <= value:
             break
         best = t
@@ -285,7 +316,11 @@ def overhead_range(q: Search, best: Searched) -> list | None:
     values = [best.cap.value]
     for t_fixed, e in ((mode.high, "high"), (mode.low, "low")):
         end = replace(c, t_fixed=t_fixed, vocoder_fixed=vocoder_fixed(mode, e, q.ctx))
-        values.append(capacity_at(q, end, best.cap.value or None).cap.value)
+        values.append(
+            capacity_at(
+                q, end, best.cap.value or None, resolution=COARSE_RESOLUTION, step=FINE_STEP
+            ).cap.value
+        )
     return [min(values), max(values)]
 
 
