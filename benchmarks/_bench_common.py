@@ -6,6 +6,21 @@ import os
 import platform
 import subprocess
 import sys
+import time
+
+
+def wait_ready(url: str, timeout: float = 300.0) -> None:
+    """Until a started server answers /readyz 200 (loading a model takes a while)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.5)
 
 
 class MockServer:

@@ -43,7 +43,7 @@ import psutil
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import machine  # noqa: E402
+from _bench_common import machine, wait_ready  # noqa: E402
 
 from ttsperf.bench.api import BenchSettings, run_bench  # noqa: E402
 from ttsperf.bench.texts import GUIDE_SENTENCE  # noqa: E402
@@ -148,14 +148,7 @@ def measure(args, prof: Path, steps: int, prompt_tokens: int) -> list[dict]:
     os.sched_setaffinity(0, client_cpus)
     points = []
     try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.5)
+        wait_ready(url)
         loads = [("streams", float(c)) for c in streams] + [("rate", f) for f in rates]
         capacity = None
         for kind, value in loads:

@@ -154,6 +154,7 @@ class RequestRecord(BaseModel):
     chunk_audio_s: list[float] = Field(default_factory=list, description="audio seconds received by then")
     server_audio_s: float | None = None
     decode_steps: float | None = None
+    prompt_tokens: float | None = None  # the server's X-Prompt-Tokens (ttsperf serve), for plan --like
     server_queue_s: float | None = None
     server_inference_s: float | None = None
     # False until the response is fully judged (audio checked); a run cut short by Ctrl-C drops such.
@@ -237,7 +238,7 @@ class BenchRun(BaseModel):
 CSV_FIELDS = [
     "point", "i", "warmup", "url", "chars", "expected_audio_s", "t_sched", "t_send", "t_first_audio",
     "t_end", "e2e_s", "ttfa_s", "rtf", "status", "error", "detail", "bytes", "audio_s", "chunks",
-    "server_audio_s", "decode_steps", "server_queue_s", "server_inference_s",
+    "server_audio_s", "decode_steps", "prompt_tokens", "server_queue_s", "server_inference_s",
 ]  # fmt: skip
 
 

@@ -34,6 +34,7 @@ ERROR_BODY_BYTES = 300
 HEADER_FLOATS = {
     "x-audio-seconds": "server_audio_s",
     "x-decode-steps": "decode_steps",
+    "x-prompt-tokens": "prompt_tokens",
     "x-queue-seconds": "server_queue_s",
     "x-inference-seconds": "server_inference_s",
 }

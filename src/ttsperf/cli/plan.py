@@ -340,11 +340,21 @@ def _memory_table(sc: ScenarioPlan, console: Console, batch: int) -> None:
 
 def render_prediction(p: Prediction, console: Console) -> None:
     n, load, w = p.prediction, p.load, p.workload
-    what = f"{load['value']:g} " + ("streams" if load["kind"] == "closed loop" else "req/s Poisson")
+    what = f"{load['value']:g} " + (
+        "streams"
+        if load["kind"] == "closed loop"
+        else f"req/s {'Poisson' if load['kind'] == 'poisson' else 'constant'}"
+    )
+    if load.get("think_s") is not None:
+        what += f" (listeners, think {load['think_s']:g} s)"
     lines = [
         ("throughput", f"{n.throughput_rps:.3f} req/s, {n.audio_seconds_per_s:.2f} audio s per s"),
         ("E2E", f"P50 {n.e2e_p50_s:.3f} s, P99 {n.e2e_p99_s:.3f} s"),
-        ("TTFA", f"P50 {n.ttfa_p50_s:.3f} s, P99 {n.ttfa_p99_s:.3f} s"),
+        (
+            "TTFA",
+            f"P50 {n.ttfa_p50_s:.3f} s, P99 {n.ttfa_p99_s:.3f} s"
+            + ("" if p.streamed else " (not streamed: E2E)"),
+        ),
         ("mean batch", f"{n.mean_batch:.1f} rows per step of {1e3 * n.mean_step_s:.2f} ms"),
         (
             "workload",
@@ -357,6 +367,8 @@ def render_prediction(p: Prediction, console: Console) -> None:
         ),
         ("basis", p.basis),
     ]
+    if p.like:
+        lines.insert(-1, ("like", p.like))
     console.print(f"[bold]ttsperf plan --predict[/bold]: {p.device}, {what}, max batch {p.max_batch}")
     indent = " " * 14
     for label, text in lines:  # wrapped under its label, at the console's width

@@ -24,6 +24,7 @@ from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.plan.cards import Card, build_cards, plan_dtype, with_overheads
 from ttsperf.plan.catalog import load_catalog, split_names
+from ttsperf.plan.like import like
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.settings import PlanSettings
@@ -54,6 +55,10 @@ class Prediction(BaseModel):
     max_batch: int
     engine: str
     workload: dict[str, float | int]
+    like: str | None = Field(
+        None, description="the bench run whose load and workload this predicts, and how read"
+    )
+    streamed: bool = Field(True, description="False: the run's responses were not streamed (TTFA = E2E)")
     prediction: Numbers
     simulated_requests: int
     p99_resolved: bool
@@ -70,7 +75,7 @@ def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Ca
     names = split_names(gpus) if gpus is not None else []
     if profile:
         path, p = profile[0], load_profile(profile[0])
-        dt = plan_dtype([(path, p)], dtype)
+        dt = dtype or p.model.dtype  # the profile's own dtype unless --dtype names another
         if p.model.dtype != dt:
             raise UserError(f"--dtype {dt}: {path} was measured in {p.model.dtype}; predict at that dtype")
         # a profile of any config calibrates its own device here: the prediction is of that model
@@ -115,6 +120,10 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
     s = (settings or PlanSettings.build(**fields)).for_predict()
     streams, rate, max_batch, engine = s.streams, s.rate, s.max_batch, s.engine
     audio_seconds, prompt_tokens, requests, seed = s.audio_seconds, s.prompt_tokens, s.requests, s.seed
+    lk = like(s.like, streams, rate) if s.like else None
+    if lk is not None:  # the run's work, not the flags' defaults
+        audio_seconds, requests = lk.audio_seconds, lk.requests
+        prompt_tokens = lk.prompt_tokens or prompt_tokens
     first_chunk_steps = s.first_chunk()
     card, dt, config, basis, measured_batch = _device(s.profile, s.gpus, s.dtype)
     if config != "chattts" and max_batch is None:
@@ -139,14 +148,29 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             f"; batches above {measured_batch} extrapolated from the profile's largest: "
             f"`ttsperf profile --batches ...,{maxb}` measures them"
         )
-    load = Load("streams", streams) if streams is not None else Load("rate", float(rate))
+    if lk is not None:
+        load = lk.load
+        if lk.prompt_tokens is None:
+            basis += f"; prompt {prompt_tokens} tokens (--prompt-tokens: the run does not say)"
+    else:
+        load = Load("streams", streams) if streams is not None else Load("rate", float(rate))
     cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
     r = simulate(EngineModel.of(step, maxb, w), load, requests, seed, cold_start=cold)
+    streamed = lk is None or lk.streamed
+    ttfa_p50, ttfa_p99 = (r.ttfa_p50, r.ttfa_p99) if streamed else (r.e2e_p50, r.e2e_p99)
     return Prediction(
         device=card.name,
         basis=basis,
         profiled=card.profiled,
-        load={"kind": "closed loop" if load.kind == "streams" else "poisson", "value": load.value},
+        load={
+            "kind": "closed loop"
+            if load.kind == "streams"
+            else "poisson"
+            if load.kind == "rate"
+            else "constant",
+            "value": load.value,
+            **({"think_s": load.think_s} if load.think_s is not None else {}),
+        },
         max_batch=maxb,
         engine=engine,
         workload={
@@ -155,13 +179,15 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             "prompt_tokens": prompt_tokens,
             "first_chunk_steps": first_chunk_steps,
         },
+        like=lk.how if lk is not None else None,
+        streamed=streamed,
         prediction=Numbers(
             throughput_rps=r.window_rps,
             audio_seconds_per_s=r.window_rps * w.steps / F.STEPS_PER_AUDIO_SECOND,
             e2e_p50_s=r.e2e_p50,
             e2e_p99_s=r.e2e_p99,
-            ttfa_p50_s=r.ttfa_p50,
-            ttfa_p99_s=r.ttfa_p99,
+            ttfa_p50_s=ttfa_p50,
+            ttfa_p99_s=ttfa_p99,
             mean_batch=r.mean_batch,
             mean_step_s=r.mean_step_s,
         ),

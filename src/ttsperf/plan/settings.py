@@ -28,6 +28,11 @@ class PlanSettings(Layered):
     scenario: str | None = Field(None, description="realtime | offline | concurrency (default: all three).")
     streams: int | None = Field(None, description="Target load: N concurrent streams (closed loop).")
     rate: float | None = Field(None, description="Target load: R requests/s (Poisson).")
+    like: str | None = Field(
+        None,
+        description="--predict: a bench run (run.json or the folder bench -o wrote): its load, "
+        "requests, audio and prompt per request, streaming.",
+    )
     think_time: float | None = Field(
         None,
         description="A dialogue stream is a listener: seconds it thinks after a reply has played, "
@@ -149,7 +154,9 @@ class PlanSettings(Layered):
         if unused:
             flags = ", ".join("--" + n.replace("_", "-") for n in unused)
             raise UserError(f"--predict: {flags} not used (one device, one load, no SLO or cost)")
-        if (self.streams is None) == (self.rate is None):
+        if self.like is None and (self.streams is None) == (self.rate is None):
             found = "both" if self.streams is not None else "neither"
             raise UserError(f"--predict: expected one load, --streams N or --rate R, found {found}")
+        if self.like is not None and self.streams is not None and self.rate is not None:
+            raise UserError("--predict --like: --streams or --rate names the run's load point; give one")
         return self.check()

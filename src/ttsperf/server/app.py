@@ -195,7 +195,9 @@ def _add_synthesis_routes(
 
         return events(handle, request.receive, answered)
 
-    async def buffered(stream: AsyncGenerator[Event, None], text_field: str, fmt: str) -> Response:
+    async def buffered(
+        stream: AsyncGenerator[Event, None], synth: SynthRequest, text_field: str, fmt: str
+    ) -> Response:
         parts: list[np.ndarray] = []
         async with aclosing(stream):
             async for event in stream:
@@ -209,7 +211,11 @@ def _add_synthesis_routes(
                 else:
                     samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
                     body = encode_wav(samples, sample_rate) if fmt == "wav" else to_pcm16(samples)
-                    headers = {**stats_headers(event), "X-Sample-Rate": str(sample_rate)}
+                    headers = {
+                        **stats_headers(event),
+                        "X-Sample-Rate": str(sample_rate),
+                        "X-Prompt-Tokens": str(engine.prompt_tokens(synth)),  # for a load tester
+                    }
                     return Response(body, media_type=MEDIA[fmt], headers=headers)
         raise AssertionError("the engine ended a request without a final event")
 
@@ -221,7 +227,7 @@ def _add_synthesis_routes(
         """The guide's contract: `{"text": ...}` -> audio/wav (optional: seed, temperature, top_p, top_k)."""
         body = await read_body(request, InvokeRequest, max_body_bytes, read_timeout)
         synth = SynthRequest(text=body.text, sampling=body.sampling())
-        return await buffered(start(request, synth, "text"), "text", "wav")
+        return await buffered(start(request, synth, "text"), synth, "text", "wav")
 
     @app.post(
         "/v1/audio/speech", dependencies=auth, response_class=Response,
@@ -240,16 +246,20 @@ def _add_synthesis_routes(
         )
         rest = start(request, synth, "input")
         if not body.stream:
-            return await buffered(rest, "input", body.response_format)
+            return await buffered(rest, synth, "input", body.response_format)
         first = await anext(rest)  # wait for audio before the status line: early failures keep their codes
         if isinstance(first, SynthError):
             await rest.aclose()
             if (err := outcome_error(first, "input", retry_after)) is None:
                 return Response(status_code=CLIENT_GONE)
             raise err
-        headers = {"X-Sample-Rate": str(sample_rate), "Cache-Control": "no-cache"}
+        tokens = engine.prompt_tokens(synth)  # the prompt's length, for a load tester to reproduce
+        headers = {
+            "X-Sample-Rate": str(sample_rate),
+            "Cache-Control": "no-cache",
+            "X-Prompt-Tokens": str(tokens),
+        }
         if body.stream_format == "sse":
-            tokens = engine.prompt_tokens(synth)
             content = sse_body(first, rest, body.response_format, sample_rate, tokens, "input")
             return StreamingResponse(content, media_type="text/event-stream", headers=headers)
         content = audio_body(first, rest, body.response_format, sample_rate)

@@ -1,0 +1,122 @@
+"""Does `plan --predict --like RUN` predict the bench run it is like? The commands a user types.
+
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/predict_like.py
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/predict_like.py --streams 64 \
+        --requests 192 --max-batch 64 [--think-time 0]
+
+1. `ttsperf profile --synthetic --config tiny` of this CPU at batches up to the server's max batch,
+   pinned to the server's CPU with its torch threads;
+2. `ttsperf serve --synthetic --config tiny --max-batch 64`, pinned to that CPU;
+3. `ttsperf bench URL --adapter openai --stream --concurrency 64 --requests N --warmup 64 -o RUN`
+   pinned to the other CPU (the default text: the guide's sentence);
+4. `ttsperf plan --profile prof.json --predict --like RUN --max-batch 64 --json`;
+5. the table: what bench measured beside what plan predicted; targets throughput within 15%,
+   TTFA P50 within 25% (issue 22), E2E P50 within 15% and P99 within 25% (issue 14, for scale).
+
+Not under `chrt -f` (a SCHED_FIFO server on one CPU starves its own event loop: see
+plan_accuracy.py). Everything runs in a temporary folder that is printed and kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import machine, wait_ready  # noqa: E402
+
+from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
+
+TARGETS = {"throughput": 0.15, "TTFA P50": 0.25, "E2E P50": 0.15, "E2E P99": 0.25}
+
+
+def ttsperf(*args: str, cpus: set[int], env: dict, **kw) -> subprocess.CompletedProcess:
+    def pin() -> None:
+        os.sched_setaffinity(0, cpus)
+
+    return subprocess.run([sys.executable, "-m", "ttsperf", *args], env=env, preexec_fn=pin, **kw)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--streams", type=int, default=64)
+    ap.add_argument("--requests", type=int, default=192)
+    ap.add_argument("--max-batch", type=int, default=64)
+    ap.add_argument(
+        "--think-time", type=float, default=None, help="bench's listeners (default: back to back)"
+    )
+    ap.add_argument("--repeats", type=int, default=5, help="profile's timed repeats per point")
+    a = ap.parse_args()
+    ncpu = os.cpu_count() or 1
+    server, client = {0}, ({1} if ncpu > 1 else {0})
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    work = Path(tempfile.mkdtemp(prefix="predict-like-"))
+    prof, run = work / "prof.json", work / "run"
+    batches = sorted({1, *(b for b in (4, 16, 64, 256) if b < a.max_batch), a.max_batch})
+    t0 = time.monotonic()
+    print(f"profiling batches {batches} ... ({work})", file=sys.stderr, flush=True)
+    ttsperf("profile", "--synthetic", "--config", "tiny", "--batches", ",".join(map(str, batches)),
+            "--contexts", "32,256", "--prompts", "16,32", "--repeats", str(a.repeats), "-o", str(prof),
+            cpus=server, env=env, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = (work / "server.log").open("w")
+    srv = subprocess.Popen(
+        [sys.executable, "-m", "ttsperf", "serve", "--synthetic", "--config", "tiny", "--port", str(port),
+         "--max-batch", str(a.max_batch), "--max-queue", "4096", "--log-level", "warning"],
+        env=env, preexec_fn=lambda: os.sched_setaffinity(0, server), stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        wait_ready(url)
+        listen = [] if a.think_time is None else ["--think-time", f"{a.think_time:g}"]
+        bench = ["bench", url, "--adapter", "openai", "--stream", "--concurrency", str(a.streams), *listen,
+                 "--requests", str(a.requests), "--warmup", str(a.streams), "--timeout", "600", "--no-gpu",
+                 "-o", str(run)]  # fmt: skip
+        print("ttsperf " + " ".join(bench), file=sys.stderr, flush=True)
+        ttsperf(*bench, cpus=client, env=env, check=True, stdout=subprocess.DEVNULL)
+    finally:
+        stop_server(srv)
+    plan = [
+        "plan",
+        "--profile",
+        str(prof),
+        "--predict",
+        "--like",
+        str(run),
+        "--max-batch",
+        str(a.max_batch),
+        "--json",
+    ]
+    out = ttsperf(*plan, cpus=server | client, env=env, check=True, capture_output=True, text=True)
+    p = json.loads(out.stdout)
+    point = json.loads((run / "run.json").read_text(encoding="utf-8"))["points"][0]
+    measured = {
+        "throughput": point["throughput_rps"],
+        "TTFA P50": point["ttfa_s"]["p50"],
+        "E2E P50": point["latency_s"]["p50"],
+        "E2E P99": point["latency_s"]["p99"],
+    }
+    n = p["prediction"]
+    predicted = {"throughput": n["throughput_rps"], "TTFA P50": n["ttfa_p50_s"], "E2E P50": n["e2e_p50_s"],
+                 "E2E P99": n["e2e_p99_s"]}  # fmt: skip
+    print(f"machine: {machine()}; {time.monotonic() - t0:.0f} s; files in {work}")
+    print("commands: ttsperf " + " ".join(bench).replace(url, "URL").replace(str(run), "RUN"))
+    print("          ttsperf " + " ".join(plan).replace(str(prof), "prof.json").replace(str(run), "RUN"))
+    print(f"like: {p['like']}")
+    print(f"{'metric':11} {'bench':>9} {'predicted':>10} {'error':>8}  target")
+    for k, m in measured.items():
+        err = predicted[k] / m - 1
+        ok = "ok" if abs(err) <= TARGETS[k] else "MISS"
+        print(f"{k:11} {m:9.3f} {predicted[k]:10.3f} {err:+8.1%}  {ok} ({TARGETS[k]:.0%})")
+
+
+if __name__ == "__main__":
+    main()

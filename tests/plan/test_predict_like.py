@@ -1,0 +1,63 @@
+"""`plan --predict --like RUN`: a prediction of exactly the work a bench run did, read from its file."""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+
+import pytest
+
+from ttsperf.bench.api import BenchSettings, run_bench
+from ttsperf.bench.results import write_outputs
+from ttsperf.errors import UserError
+from ttsperf.plan.predict import predict
+
+
+@pytest.fixture(scope="module")
+def mock_url():
+    """A real TTS server on loopback (ttsperf.bench.mock_server), 2 slots of 50 ms."""
+    args = ["--port", "0", "--slots", "2", "--service-time", "0.05"]
+    cmd = [sys.executable, "-m", "ttsperf.bench.mock_server", *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    assert line.startswith("listening on "), line
+    yield line.split()[-1]
+    proc.terminate()
+    proc.wait(timeout=5)
+
+
+def _run(url: str, tmp_path, name: str, **kw):
+    run = run_bench(BenchSettings(urls=[url], gpu=False, **kw))
+    write_outputs(run, tmp_path / name)
+    return run, tmp_path / name
+
+
+def test_a_streamed_closed_loop_is_predicted_on_its_own_load_requests_and_audio(mock_url, tmp_path):
+    run, path = _run(mock_url, tmp_path, "run", adapter="openai", stream=True, concurrency=[4], requests=12,
+                     warmup=2, think_time=0.0)  # fmt: skip
+    p = predict(gpus="RTX 4090", like=str(path))
+    assert p.load == {"kind": "closed loop", "value": 4.0, "think_s": 0.0}
+    assert p.simulated_requests == 12 and p.streamed
+    audio = statistics.median(r.audio_s for r in run.records if not r.warmup and r.ok)
+    assert p.workload["audio_seconds"] == pytest.approx(audio)
+    assert "point concurrent@4,think0s: 12 measured requests after 2 warm-up" in p.like
+    assert "prompt 64 tokens (--prompt-tokens: the run does not say)" in p.basis  # the mock sends none
+
+
+def test_a_buffered_run_is_predicted_with_ttfa_the_whole_response(mock_url, tmp_path):
+    _, path = _run(mock_url, tmp_path, "buffered", concurrency=[2], requests=6)
+    p = predict(gpus="RTX 4090", like=str(path / "run.json"))
+    assert not p.streamed and "not streamed (invoke): TTFA is the whole response" in p.like
+    assert p.prediction.ttfa_p50_s == p.prediction.e2e_p50_s
+
+
+def test_a_sweep_needs_its_point_named(mock_url, tmp_path):
+    _, path = _run(mock_url, tmp_path, "sweep", concurrency=[1, 2], requests=4)
+    with pytest.raises(
+        UserError, match=r"expected one load point, found 2 \(its points: concurrent@1, concurrent@2\)"
+    ):
+        predict(gpus="RTX 4090", like=str(path))
+    assert predict(gpus="RTX 4090", like=str(path), streams=2).load["value"] == 2.0
+    with pytest.raises(UserError, match="--like .*nope: no such bench run"):
+        predict(gpus="RTX 4090", like=str(tmp_path / "nope"))
