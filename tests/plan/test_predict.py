@@ -151,3 +151,43 @@ def test_a_max_batch_beyond_the_profiled_batches_says_it_is_extrapolated(profile
     beyond = predict(profile=[prof], streams=8, max_batch=256)
     assert "batches above 64 extrapolated from the profile's largest" in beyond.basis
     assert "`ttsperf profile --batches ...,256` measures them" in beyond.basis
+
+
+def test_a_card_without_a_profile_is_predicted_in_the_servers_mode_from_the_host_profile():
+    """No quoted 10 ms: eager (serve's default) at the shipped host profile's eager step, or the
+    mode --mode names; CUDA graphs cap the batch at the 256 rows they capture."""
+    from ttsperf.plan.overhead import default_modes
+
+    eager = predict(gpus="RTX 4090", streams=64, requests=200)
+    assert (
+        "eager (`ttsperf serve` without a mode flag), its fixed costs from the host profile shipped"
+        in eager.basis
+    )
+    graphs = predict(gpus="RTX 4090", streams=64, requests=200, mode="cuda-graphs")
+    assert "cuda-graphs (`ttsperf serve --cuda-graphs`)" in graphs.basis and graphs.max_batch == 256
+    assert graphs.prediction.mean_step_s < eager.prediction.mean_step_s
+    assert default_modes()["cuda-graphs"].t_fixed < default_modes()["eager"].t_fixed
+    listeners = predict(gpus="RTX 4090", streams=64, requests=200, think_time=0.0)
+    assert listeners.load == {"kind": "closed loop", "value": 64.0, "think_s": 0.0}
+    assert listeners.prediction.throughput_rps < eager.prediction.throughput_rps  # they listen between
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"gpus": "RTX 4090", "streams": 4, "mode": "turbo"}, "--mode turbo: expected one of eager, compile"),
+        ({"gpus": "RTX 4090", "rate": 4.0, "think_time": 1.0}, "--think-time is a closed loop's listeners"),
+    ],
+)
+def test_a_mode_or_think_time_that_cannot_apply_is_refused(kw, message):
+    from ttsperf.errors import UserError
+
+    with pytest.raises(UserError, match=message):
+        predict(requests=100, **kw)
+
+
+def test_a_profiled_device_keeps_its_own_mode(profile_file):
+    from ttsperf.errors import UserError
+
+    with pytest.raises(UserError, match="measured its own mode"):
+        predict(profile=[str(profile_file(device="RTX 4090"))], streams=4, mode="compile")

@@ -61,3 +61,10 @@ def test_a_sweep_needs_its_point_named(mock_url, tmp_path):
     assert predict(gpus="RTX 4090", like=str(path), streams=2).load["value"] == 2.0
     with pytest.raises(UserError, match="--like .*nope: no such bench run"):
         predict(gpus="RTX 4090", like=str(tmp_path / "nope"))
+
+
+def test_a_file_that_is_not_a_bench_run_is_named(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"schema": "ttsperf.plan", "points": []}', encoding="utf-8")
+    with pytest.raises(UserError, match=r"--like .*plan.json: schema 'ttsperf.plan', expected a bench run"):
+        predict(gpus="RTX 4090", like=str(plan))

@@ -34,10 +34,6 @@ from ttsperf.plan.search import PlanContext, Simulations
 from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import Load
 from ttsperf.profile.schema import (
-    SHIPPED_HOST,
-    HostProfile,
-    default_host_profile,
-    load_host_profile,
     load_profile,
 )
 
@@ -98,13 +94,6 @@ def parse_modes(text: str) -> tuple[str, ...]:
     return names
 
 
-def _host_profile(path: str | None) -> tuple[HostProfile, str]:
-    """--host-profile FILE, else the host profile shipped with ttsperf; and how to name it."""
-    if path is not None:
-        return load_host_profile(path), path
-    return default_host_profile(), f"shipped {SHIPPED_HOST}"  # (overhead.default_modes' label)
-
-
 def _calibration(s: PlanSettings, profiles: list[str], calibrated: bool, host: str) -> str:
     """What the plan's step models rest on: profiles or the host profile and defaults, and the what-ifs."""
     base = f"the host profile ({host}) and documented defaults"
@@ -160,7 +149,7 @@ def make_plan(
         )
     cards = build_cards(cat, profiles, dt)
     calibrated = any(c.profiled for c in cards)
-    host_profile, host = _host_profile(s.host_profile)
+    host_profile, host = O.host_profile(s.host_profile)
     note = _calibration(s, [p for p, _ in profiles], calibrated, host)
     target = Load("streams", s.streams) if s.streams else Load("rate", s.rate) if s.rate else None
     slo_limits = parse_slo(s.slo) if s.slo is not None else None

@@ -9,17 +9,21 @@ those and says where each number came from.
 
 from __future__ import annotations
 
+import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ttsperf import facts as F
-from ttsperf.bench.results import BenchRun, PointResult
 from ttsperf.errors import UserError
 from ttsperf.plan.simulate import Load
 
 # bench's adapters whose requests stream (bench refuses --stream with the others)
 STREAMING = ("openai",)
+# run.json's schema (bench/results.py SCHEMA): plan reads the file, never bench's code (the layers'
+# contract in pyproject.toml), so it checks the family and reads the fields it needs by name
+RUN_SCHEMA = "ttsperf.benchrun/"
 
 
 @dataclass(frozen=True)
@@ -35,8 +39,8 @@ class Like:
     how: str
 
 
-def read_run(path: str | Path) -> BenchRun:
-    """A bench run.json, or the folder `bench -o` wrote it to."""
+def read_run(path: str | Path) -> dict[str, Any]:
+    """A bench run.json, or the folder `bench -o` wrote it to, as its JSON."""
     p = Path(path)
     if p.is_dir():
         p = p / "run.json"
@@ -44,20 +48,30 @@ def read_run(path: str | Path) -> BenchRun:
         raise UserError(
             f"--like {path}: no such bench run (expected run.json or the folder `bench -o` wrote)"
         )
-    return BenchRun.read(p)
+    try:
+        run = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"--like {p}: not a readable run.json ({exc})") from None
+    if not isinstance(run, dict) or not str(run.get("schema", "")).startswith(RUN_SCHEMA):
+        found = run.get("schema") if isinstance(run, dict) else type(run).__name__
+        raise UserError(f"--like {p}: schema {found!r}, expected a bench run ({RUN_SCHEMA}N)")
+    return run
 
 
-def _point(run: BenchRun, path: str, streams: int | None, rate: float | None) -> tuple[int, PointResult]:
+def _point(run: dict, path: str, streams: int | None, rate: float | None) -> tuple[int, dict]:
     """The run's one load point, or the one --streams / --rate names."""
-    points = list(enumerate(run.points))
+    points = list(enumerate(run.get("points", [])))
+
+    def load(p: dict) -> tuple[str, float]:
+        s = p["strategy"]
+        return s["kind"], float(s["concurrency"] if s["kind"] == "concurrent" else s["rate"])
+
     if streams is not None:
-        points = [
-            (i, p) for i, p in points if p.strategy.kind == "concurrent" and p.strategy.concurrency == streams
-        ]
+        points = [(i, p) for i, p in points if load(p) == ("concurrent", float(streams))]
     elif rate is not None:
-        points = [(i, p) for i, p in points if p.strategy.kind == "rate" and p.strategy.rate == rate]
+        points = [(i, p) for i, p in points if load(p) == ("rate", float(rate))]
     if len(points) != 1:
-        labels = ", ".join(p.strategy.label for p in run.points) or "none"
+        labels = ", ".join(p["label"] for p in run.get("points", [])) or "none"
         raise UserError(
             f"--like {path}: expected one load point{' at that load' if streams or rate else ''}, "
             f"found {len(points)} (its points: {labels}); name one with --streams N or --rate R"
@@ -65,40 +79,46 @@ def _point(run: BenchRun, path: str, streams: int | None, rate: float | None) ->
     return points[0]
 
 
+def _answered(r: dict) -> bool:
+    """A measured request that was answered (bench's RequestRecord.ok, warm-up left out)."""
+    return not r["warmup"] and r.get("error") is None and r.get("t_end") is not None
+
+
 def like(path: str, streams: int | None = None, rate: float | None = None) -> Like:
     """The load, requests, audio per request, prompt tokens and streaming of a bench run's point."""
     run = read_run(path)
-    index, point = _point(run, path, streams, rate)
-    s = point.strategy
-    if s.kind == "concurrent":
-        load = Load("streams", float(s.concurrency or 1), s.think_s)
-    else:
-        arrival = (s.arrival or "poisson").split(":")[0]
-        if arrival not in ("poisson", "constant"):
-            raise UserError(f"--like {path}: arrivals {s.arrival!r}; the simulator draws poisson or constant")
-        load = Load("rate" if arrival == "poisson" else "constant", float(s.rate or 0.0))
-    mine = [r for r in run.records if r.point == index and not r.warmup and r.ok]
+    try:
+        index, point = _point(run, path, streams, rate)
+        s = point["strategy"]
+        if s["kind"] == "concurrent":
+            load = Load("streams", float(s["concurrency"] or 1), s.get("think_s"))
+        else:
+            arrival = (s.get("arrival") or "poisson").split(":")[0]
+            if arrival not in ("poisson", "constant"):
+                raise UserError(
+                    f"--like {path}: arrivals {s['arrival']!r}; the simulator draws poisson or constant"
+                )
+            load = Load("rate" if arrival == "poisson" else "constant", float(s["rate"]))
+        mine = [r for r in run.get("records", []) if r["point"] == index and _answered(r)]
+    except (KeyError, TypeError) as exc:
+        raise UserError(
+            f"--like {path}: not a bench run as ttsperf bench writes it (missing {exc})"
+        ) from None
     if not mine:
         raise UserError(
-            f"--like {path}: point {s.label} has no successful measured request to learn the work from"
+            f"--like {path}: point {point['label']} has no answered measured request to learn from"
         )
-    audio = [r.audio_s or r.server_audio_s or r.expected_audio_s for r in mine]
-    tokens = [r.prompt_tokens for r in mine if r.prompt_tokens is not None]
+    audio = [r.get("audio_s") or r.get("server_audio_s") or r["expected_audio_s"] for r in mine]
+    tokens = [r["prompt_tokens"] for r in mine if r.get("prompt_tokens") is not None]
     audio_s = statistics.median(audio)
-    streamed = bool(run.config.get("stream")) and run.adapter in STREAMING
+    streamed = bool(run.get("config", {}).get("stream")) and run.get("adapter") in STREAMING
+    warm = f" after {point['warmup']} warm-up" if point.get("warmup") else ""
     how = (
-        f"bench run {path}, point {s.label}: {point.requests} measured requests"
-        f"{f' after {point.warmup} warm-up' if point.warmup else ''}, median audio {audio_s:.2f} s "
-        f"({F.steps_for_audio(audio_s)} steps) of {len(mine)} answered"
+        f"bench run {path}, point {point['label']}: {point['requests']} measured requests{warm}, "
+        f"median audio {audio_s:.2f} s ({F.steps_for_audio(audio_s)} steps) of {len(mine)} answered"
         + (f", median prompt {statistics.median(tokens):.0f} tokens (X-Prompt-Tokens)" if tokens else "")
-        + (", streamed" if streamed else f", not streamed ({run.adapter}): TTFA is the whole response")
+        + (", streamed" if streamed else f", not streamed ({run.get('adapter')}): TTFA is the whole response")
     )
-    return Like(
-        load=load,
-        requests=point.requests,
-        audio_seconds=audio_s,
-        prompt_tokens=round(statistics.median(tokens)) if tokens else None,
-        streamed=streamed,
-        point=s.label,
-        how=how,
-    )
+    return Like(load=load, requests=int(point["requests"]), audio_seconds=audio_s,
+                prompt_tokens=round(statistics.median(tokens)) if tokens else None, streamed=streamed,
+                point=point["label"], how=how)  # fmt: skip

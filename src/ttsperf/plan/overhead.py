@@ -32,6 +32,7 @@ from ttsperf.profile.schema import (
     HostSection,
     ModeCost,
     default_host_profile,
+    load_host_profile,
 )
 
 END = ("low", "mid", "high")
@@ -186,7 +187,14 @@ def sources() -> str:
     )
 
 
+def host_profile(path: str | None) -> tuple[HostProfile, str]:
+    """--host-profile FILE, else the host profile shipped with ttsperf; and how to name it."""
+    if path is not None:
+        return load_host_profile(path), path
+    return default_host_profile(), f"shipped {SHIPPED_HOST}"
+
+
 @functools.cache
 def default_modes() -> dict[str, Mode]:
     """The modes as the host profile shipped with ttsperf prices them."""
-    return modes_from_host(default_host_profile(), f"shipped {SHIPPED_HOST}")
+    return modes_from_host(*host_profile(None))

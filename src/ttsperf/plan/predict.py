@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ttsperf import facts as F
 from ttsperf.errors import UserError
+from ttsperf.plan import overhead as O
 from ttsperf.plan.cards import Card, build_cards, plan_dtype, with_overheads
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.like import like
@@ -29,6 +30,7 @@ from ttsperf.plan.memory import Workload
 from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import EngineModel, Load, simulate
+from ttsperf.plan.steptime import StepModel
 from ttsperf.profile.schema import load_profile
 
 
@@ -101,6 +103,30 @@ def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Ca
     return card, dt, "chattts", basis, 0
 
 
+def _at_mode(step: StepModel, mode: str, host_path: str | None) -> tuple[StepModel, int | None, str]:
+    """A catalog card's step in one engine mode, priced by the host profile as plan prices it:
+    -> the step, the mode's batch limit (CUDA graphs capture 256 rows) and how. `best` predicts
+    the mode `ttsperf serve` runs without flags: eager."""
+    name = "eager" if mode == "best" else mode
+    profile, where = O.host_profile(host_path)
+    table = O.modes_from_host(profile, where)
+    if name not in table:
+        raise UserError(
+            f"--mode {mode}: expected one of {', '.join(table)} (one mode: the server's), found {mode!r}"
+        )
+    m = table[name]
+    out = with_overheads(
+        step,
+        m.t_fixed,
+        f"{m.t_fixed * 1e3:.3g} ms per step, {m.name}: {m.source}",
+        m.audio.centre if m.audio is not None else None,
+        None if m.audio is None else f"; fixed cost {m.audio.centre * 1e3:.3g} ms per call in {m.name}",
+    )
+    out.prefill_host = O.prefill_host(profile)
+    flags = f" (`ttsperf serve {m.flag}`)" if m.flag else " (`ttsperf serve` without a mode flag)"
+    return out, m.max_batch, f"{m.name}{flags}, its fixed costs from the host profile {where}"
+
+
 def _what_ifs(step_overhead: str | None, vocoder_overhead: str | None) -> tuple:
     """--step-overhead / --vocoder-overhead -> cards.with_overheads' arguments."""
     v = None if vocoder_overhead is None else parse_duration(vocoder_overhead, "--vocoder-overhead")
@@ -134,13 +160,20 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
     if card.step is None:
         raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note})")
     step = card.step
-    if not card.profiled:  # what-ifs for a card without a profile; a profiled one keeps what was measured
+    if card.profiled and s.mode != "best":
+        raise UserError(f"--mode {s.mode}: {s.profile[0]} measured its own mode; predict it as measured")
+    mode_cap = None
+    if not card.profiled:  # a card without a profile: the mode's costs from the host profile, then what-ifs
+        step, mode_cap, how = _at_mode(step, s.mode, s.host_profile)
+        basis += f"; {how}"
         step = with_overheads(step, *_what_ifs(s.step_overhead, s.vocoder_overhead))
         for flag, value in (("--step-overhead", s.step_overhead), ("--vocoder-overhead", s.vocoder_overhead)):
             if value is not None:
                 basis += f"; {flag} {value} (what-if)"
     w = Workload(audio_seconds, prompt_tokens, first_chunk_steps=first_chunk_steps)
     maxb = max_batch or card.max_batch(w)[0]
+    if max_batch is None and mode_cap is not None and mode_cap < maxb:  # graphs capture 256 rows
+        maxb = mode_cap
     if maxb < 1:
         raise UserError(f"{card.name}: one {audio_seconds:g} s request does not fit in memory at {dt}")
     if measured_batch and maxb > measured_batch:
@@ -153,7 +186,8 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         if lk.prompt_tokens is None:
             basis += f"; prompt {prompt_tokens} tokens (--prompt-tokens: the run does not say)"
     else:
-        load = Load("streams", streams) if streams is not None else Load("rate", float(rate))
+        # --think-time: bench's listeners (`bench --concurrency N --think-time S`)
+        load = Load("streams", streams, s.think_time) if streams is not None else Load("rate", float(rate))
     cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
     r = simulate(EngineModel.of(step, maxb, w), load, requests, seed, cold_start=cold)
     streamed = lk is None or lk.streamed

@@ -150,13 +150,17 @@ class PlanSettings(Layered):
             name for name in ("scenario", "slo", "catalog", "prices", "price", "slot_tokens", "own",
                               "electricity", "memory_at", "fx")
             if getattr(self, name)
-        ] + (["mode"] if self.mode != "best" else [])  # fmt: skip
+        ]  # fmt: skip
         if unused:
             flags = ", ".join("--" + n.replace("_", "-") for n in unused)
             raise UserError(f"--predict: {flags} not used (one device, one load, no SLO or cost)")
         if self.like is None and (self.streams is None) == (self.rate is None):
             found = "both" if self.streams is not None else "neither"
             raise UserError(f"--predict: expected one load, --streams N or --rate R, found {found}")
+        if self.think_time is not None and self.rate is not None:
+            raise UserError(
+                "--predict: --think-time is a closed loop's listeners; give --streams N, not --rate"
+            )
         if self.like is not None and self.streams is not None and self.rate is not None:
             raise UserError("--predict --like: --streams or --rate names the run's load point; give one")
         return self.check()
