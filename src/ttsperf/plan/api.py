@@ -254,7 +254,9 @@ def _same_engine(cards: list[Card]) -> list[list[Card]]:
 
 def _cost_hint(card: Card) -> float:
     """A card's relative planning cost: its runs hold more streams the faster its steps."""
-    return 0.0 if card.step is None else 1.0 / card.step.inv_bw
+    if card.step is None or card.step.inv_bw <= 0:  # a profiled CPU's fit may carry no bandwidth term
+        return 0.0
+    return 1.0 / card.step.inv_bw
 
 
 def _workers(groups: int) -> int:
