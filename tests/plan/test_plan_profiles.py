@@ -316,3 +316,17 @@ def test_profile_host_cost_per_row_replaces_the_default(profile_file):
     assert fitted.basis["step.t_host"].how.startswith("400 us per step, measured in")
     assert default.basis["step.t_host"].how.startswith("0.37 ms per step, measured: the engine's host work")
     assert default.basis["step.t_chunk"].how.startswith("0.36 ms per chunk, beside the engine")
+
+
+def test_cpu_profile_without_a_bandwidth_term_plans_beside_cards_in_processes(profile_file, monkeypatch):
+    # a CPU whose step time does not grow with context fits no bandwidth term (inv_bw 0); the
+    # parallel plan orders card groups by bandwidth and once divided by it (make demo's crash)
+    prof = profile_file(
+        device="AMD EPYC 2-core", kind="cpu", t_fixed=0.07, bw_eff=1e30, memory_bytes=8 * 2**30
+    )
+    monkeypatch.setattr("ttsperf.plan.api._workers", lambda groups: 2)
+    plan = make_plan(
+        profile=[str(prof)], scenario="offline", gpus="T4,L4,A10,L40S,A100 40GB SXM,H100 SXM", requests=100
+    )
+    rows = {r.gpu: r for r in plan.scenarios[0].rows}
+    assert len(rows) == 7 and rows["AMD EPYC 2-core (profiled)"].fits

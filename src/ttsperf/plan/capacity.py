@@ -31,12 +31,13 @@ class Capacity:
 class StreamBracket:
     """Whole streams in [1, top]. Without a guess the search doubles from 8 (down by 1.5x when 8
     misses: a card carrying fewer costs as many runs as doubling from 1 would); from a guess (a
-    neighbouring setting's capacity) it steps by `step` (1.25x; a guess within a few % steps less)."""
+    neighbouring setting's capacity) it steps up by `step` and down by `down_step`."""
 
     top: int
     guessed: bool
     resolution: float  # stop when the bracket is within this fraction of the load (0: one stream)
     step: float = 1.25
+    down_step: float = 1.5
     least: int = 1
     kind: str = "streams"
     to_top: bool = False  # meeting the SLO at the start: bisect up to `top` at once
@@ -50,7 +51,7 @@ class StreamBracket:
         return min(self.top, max(n + 1, round(n * self.step))) if self.guessed else min(self.top, 2 * n)
 
     def down(self, n: int) -> int:
-        return max(self.least, min(n - 1, round(n / (1.5 if self.step >= 1.25 else self.step))))
+        return max(self.least, min(n - 1, round(n / self.down_step)))
 
     def mid(self, lo: int, hi: int) -> int | None:
         return (lo + hi) // 2 if hi - lo > max(1, self.resolution * lo) else None
@@ -62,12 +63,13 @@ class StreamBracket:
 @dataclass(frozen=True)
 class RateBracket:
     """Requests/s in [top / 256, top], top the saturated throughput; steps of `step` up (1.25x),
-    1.5x down (a guess within a few %: `step` both ways)."""
+    `down_step` down."""
 
     top: float
     guessed: bool
     resolution: float  # stop when the bracket is within this fraction of the load (0: top / 256)
     step: float = 1.25
+    down_step: float = 1.5
     kind: str = "rate"
 
     @property
@@ -85,7 +87,7 @@ class RateBracket:
         return min(self.top, x * self.step)
 
     def down(self, x: float) -> float:
-        return max(self.least, x / (1.5 if self.step >= 1.25 else self.step))
+        return max(self.least, x / self.down_step)
 
     def mid(self, lo: float, hi: float) -> float | None:
         return (lo + hi) / 2 if hi - lo > max(self.top / 256, self.resolution * lo) else None
@@ -105,20 +107,23 @@ def find_capacity(
     guess: float | None = None,
     resolution: float = 0.0,
     step: float = 1.25,
+    down: float = 1.5,
 ) -> Capacity:
     """Most load per GPU meeting the SLO: bracket, then bisect on simulated runs. `kind`: streams
     or rate; `guess`: where to start (a neighbouring setting's capacity); `resolution`: stop
-    bisecting when the bracket is within this fraction of the load. Without an SLO the capacity is
-    the saturated card: its batch of streams, or its closed-loop throughput at max batch."""
+    bisecting when the bracket is within this fraction of the load; `step`, `down`: how far the
+    bracket moves up and down from the guess (a guess known to be close moves less). Without an
+    SLO the capacity is the saturated card: its batch of streams, or its closed-loop throughput at
+    max batch."""
     if kind == "streams":
         if not slo:  # no bound: more streams than slots only wait, so capacity is the batch
             return Capacity(max_batch, sim(Load("streams", max_batch)), None)
-        bracket: Bracket = StreamBracket(4 * max_batch, guess is not None, resolution, step)
+        bracket: Bracket = StreamBracket(4 * max_batch, guess is not None, resolution, step, down)
     else:
         saturated = sim(Load("streams", max_batch))  # the closed-loop throughput bounds any stable rate
         if not slo:
             return Capacity(saturated.throughput_rps, saturated, None)
-        bracket = RateBracket(saturated.throughput_rps, guess is not None, resolution, step)
+        bracket = RateBracket(saturated.throughput_rps, guess is not None, resolution, step, down)
     return search(bracket, slo, sim, bracket.start(guess))
 
 

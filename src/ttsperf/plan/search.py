@@ -17,6 +17,7 @@ from ttsperf.plan.capacity import Capacity, Simulator, find_capacity
 from ttsperf.plan.cards import Card, with_overheads
 from ttsperf.plan.catalog import Catalog
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE, Ownership
+from ttsperf.plan.fluid import fluid_start, fluid_streams
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.overhead import default_modes
 from ttsperf.plan.scenarios import Scenario, meets
@@ -126,21 +127,30 @@ def capacity_at(
     n_requests: int | None = None,
     resolution: float = RESOLUTION,
     step: float = 1.25,
+    down: float = 1.5,
 ) -> Searched:
     """The most load per GPU meeting the scenario's SLO with the card at setting `c`. Without a
-    guess, a coarse search (a quarter of the requests, to 5%) finds one: its runs cost a quarter.
-    `step`: how far the bracket moves from the guess (less for a guess known to be close)."""
+    guess, a closed loop starts from its fluid limit, and a coarse search (a quarter of the
+    requests, to 5%) finds one: its runs cost a quarter. `step`, `down`: how far the bracket moves
+    up and down from the guess (less for a guess known to be close)."""
     n = n_requests or q.ctx.n_requests
     engine = engine_at(q.card, c, q.ctx)
     think = q.scenario.think_s
     sim = q.sims.simulator(engine, n, think)
     coarse = max(250, n // 4)
     slo = q.scenario.slo
+    if guess is None and slo and q.kind == "streams":
+        # from the fluid limit, which the answer lies within FLUID_STEP^2 of either way
+        guess, step, down = fluid_start(engine, slo, think), FLUID_STEP, FLUID_STEP
+        if coarse < n and guess is not None:
+            rough = q.sims.simulator(engine, coarse, think)
+            guess = find_capacity(engine.max_batch, q.kind, slo, rough, guess, 0.05, step, down).value or None
+            step, down = FINE_STEP, FINE_STEP
     if guess is None and slo and coarse < n:
         rough = q.sims.simulator(engine, coarse, think)
         guess = find_capacity(engine.max_batch, q.kind, slo, rough, None, 0.05).value or None
     return Searched(
-        c, engine, find_capacity(engine.max_batch, q.kind, slo, sim, guess, resolution, step), sim
+        c, engine, find_capacity(engine.max_batch, q.kind, slo, sim, guess, resolution, step, down), sim
     )
 
 
@@ -152,7 +162,11 @@ def coarse(q: Search) -> int:
 
 COARSE_RESOLUTION = 0.08
 # the chosen setting's fine search starts from its coarse capacity and moves by this much
-FINE_STEP = 1.08
+FINE_STEP = 1 + RESOLUTION
+# the overhead range's ends start from the centre moved as the fluid limit moves, in steps of this
+END_STEP = 1 + COARSE_RESOLUTION
+# a search from the fluid limit's start (fluid.START_SHARE) moves by this much either way
+FLUID_STEP = 1.2
 
 
 def what_if_mode(t_fixed: float) -> Mode:
@@ -213,7 +227,7 @@ def search(q: Search, maxb: int) -> tuple[Searched, list[str]]:
     best = max(tried, key=lambda t: t.cap.value)  # the first of equals: the least overhead
     best, fcs = _search_first_chunk(q, best)
     if coarse(q) < ctx.n_requests:
-        best = capacity_at(q, best.candidate, best.cap.value or None, step=FINE_STEP)
+        best = capacity_at(q, best.candidate, best.cap.value or None, step=FINE_STEP, down=FINE_STEP)
     how = ", ".join(t.candidate.mode.name for t in tried) + f" at first chunk {w.first_chunk_steps}"
     if fcs:
         how += "; first chunk " + ", ".join(map(str, fcs)) + f" with {best.candidate.mode.name}"
@@ -307,21 +321,27 @@ def vocoder_fixed(mode: Mode, end: str, ctx: PlanContext) -> float | None:
 
 def overhead_range(q: Search, best: Searched) -> list | None:
     """Load per GPU over the mode's sourced overhead range: [low, high], the capacities simulated at
-    its high end, its centre (the answer) and its low end, each as the answer is found (the same
-    requests, to one stream). Load falls as overhead grows; where a simulation's noise inverts that
-    by a few streams, the range still holds all three."""
+    its high end, its centre (the answer) and its low end; the ends as settings are compared (a
+    quarter of the requests, to 8%, from the centre). Load falls as overhead grows; where a
+    simulation's noise inverts that by a few streams, the range still holds all three."""
     c, mode = best.candidate, best.candidate.mode
     if c.t_fixed is None or mode.low == mode.high:
         return None
     values = [best.cap.value]
+    centre = _fluid(q, best.engine)
     for t_fixed, e in ((mode.high, "high"), (mode.low, "low")):
         end = replace(c, t_fixed=t_fixed, vocoder_fixed=vocoder_fixed(mode, e, q.ctx))
-        values.append(
-            capacity_at(
-                q, end, best.cap.value or None, resolution=COARSE_RESOLUTION, step=FINE_STEP
-            ).cap.value
-        )
+        guess = best.cap.value or None
+        fluid_end = _fluid(q, engine_at(q.card, end, q.ctx))
+        if guess and centre and fluid_end:  # moved as the fluid limit moves with the overhead
+            guess = max(1.0, round(guess * fluid_end / centre))
+        ends = capacity_at(q, end, guess, coarse(q), COARSE_RESOLUTION, END_STEP, END_STEP)
+        values.append(ends.cap.value)
     return [min(values), max(values)]
+
+
+def _fluid(q: Search, engine: EngineModel) -> float | None:
+    return fluid_streams(engine, q.scenario.slo, q.scenario.think_s) if q.kind == "streams" else None
 
 
 def binding(t: Searched, scenario: Scenario, kind: str) -> tuple[str | None, str]:

@@ -251,7 +251,8 @@ class _Rows:
         self.emit_after = [max(off - 1, 1) for off in ends]  # decode steps from a row's start
         self.g = 0  # global decode step
         self.starts: deque[int] = deque()  # running rows' start steps, oldest first
-        self.events: dict[int, list[tuple[int, int]]] = {}  # global step -> [(id, chunk index)]
+        # global step -> [(ids of rows that joined together, chunk index)]
+        self.events: dict[int, list[tuple[list[int], int]]] = {}
         self.event_steps: list[int] = []  # heap of the keys of `events`
 
     def admit(self, rids: list[int]) -> None:
@@ -262,9 +263,10 @@ class _Rows:
             at = g + off
             evs = events.get(at)
             if evs is None:
-                events[at] = evs = []
+                events[at] = [(rids, k)]
                 heapq.heappush(self.event_steps, at)
-            evs.extend([(rid, k) for rid in rids])
+            else:
+                evs.append((rids, k))
 
 
 @dataclass(slots=True)
@@ -292,11 +294,17 @@ class _Emitter:
         # and the engine's next steps pay for the other half (debt)
         self.per_chunk = self.handoff_s * (2 if self.serial else 1)
         self.loop_free = 0.0  # when the event loop has handed out every chunk so far
+        self.calls: dict[tuple[float, int], float] = {}  # Decoder+Vocos call by (audio, rows)
 
-    def emit(self, evs: list[tuple[int, int]], now: float, debt: float) -> tuple[int, float, float]:
+    def emit(self, groups: list[tuple[list[int], int]], now: float, debt: float) -> tuple[int, float, float]:
         """-> (measured requests done, the worker's time after the call, its hand-off debt)."""
         chunk_audio, requests = self.chunk_audio, self.arrivals.requests
-        now += self.step.vocoder(sum([chunk_audio[c] for _, c in evs]), len(evs))
+        evs = [(rid, c) for rids, c in groups for rid in rids]
+        key = (sum([chunk_audio[c] for _, c in evs]), len(evs))
+        call = self.calls.get(key)
+        if call is None:  # calls repeat: the same chunks of the same number of rows
+            self.calls[key] = call = self.step.vocoder(*key)
+        now += call
         if self.serial:
             debt += self.handoff_s * len(evs)
         last_chunk = len(chunk_audio) - 1
@@ -332,33 +340,18 @@ class _Emitter:
 
 
 def simulate(
-    engine: EngineModel,
-    load: Load,
-    n_requests: int = 1000,
-    seed: int = 0,
-    cold_start: bool = False,
-    runs: int = 1,
+    engine: EngineModel, load: Load, n_requests: int = 1000, seed: int = 0, cold_start: bool = False
 ) -> SimResult:
     """Steady state by default: a warm-up is simulated and left out, a closed loop's streams start
     staggered. cold_start: what `bench` measures after its warm-up drains: an empty engine, a
     closed loop's streams all sending at t = 0, the first n_requests sent measured, throughput
-    as completions over that span (Little's law needs a steady state).
-
-    runs > 1: the measured requests are split over that many independent runs (seeds seed x 1000
-    + i, each with its own warm-up) and their latencies pooled. A closed loop of equal requests
-    marches in waves whose alignment one run keeps from its start to its end, so one run's p99
-    is one draw of that alignment; independent runs average over it (docs/PLANNING.md, "Ties")."""
+    as completions over that span (Little's law needs a steady state)."""
     if load.value <= 0:
         raise ValueError("load must be positive")
     if engine.max_batch < 1:
         raise ValueError("max_batch must be >= 1")
-    if runs <= 1 or cold_start:
-        return _summary(
-            [_one_run(engine, load, n_requests, seed, cold_start)], load, cold_start, engine.workload.steps
-        )
-    share = [n_requests // runs + (i < n_requests % runs) for i in range(runs)]
-    done = [_one_run(engine, load, n, seed * 1000 + i, False) for i, n in enumerate(share) if n]
-    return _summary(done, load, False, engine.workload.steps)
+    run = _one_run(engine, load, n_requests, seed, cold_start)
+    return _summary(run, load, cold_start, engine.workload.steps)
 
 
 def _one_run(
@@ -401,8 +394,10 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     now = idle = debt = step_time = 0.0  # debt: hand-off seconds still to share the CPU with
     done = steps = batch_steps = 0
     n_measured = len(measured)
+    prefills: dict[int, float] = {}  # one prefill call by rows joining
     while done < n_measured:
-        arrivals.due(now, waiting)
+        if heap and heap[0][0] <= now:
+            arrivals.due(now, waiting)
         joining = []
         while waiting and len(starts) + len(joining) < maxb:
             rid = waiting.popleft()
@@ -410,7 +405,11 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
             joining.append(rid)
         if joining:
             rows.admit(joining)
-            now += sm.prefill(prompt, len(joining))
+            n = len(joining)
+            t = prefills.get(n)
+            if t is None:
+                prefills[n] = t = sm.prefill(prompt, n)
+            now += t
         batch = len(starts)
         if batch == 0:
             t_next = arrivals.next_time()
@@ -450,12 +449,12 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
 
 
 def _summary(
-    done: list[tuple[list[Request], range, _Totals]], load: Load, cold_start: bool, steps: int
+    run: tuple[list[Request], range, _Totals], load: Load, cold_start: bool, steps: int
 ) -> SimResult:
-    """Latency percentiles over the measured requests of every run, throughput, and the worker's
-    averages."""
+    """Latency percentiles over the measured requests, throughput, and the worker's averages."""
     streams = int(load.value) if load.kind == "streams" else 0
-    ms = [requests[i] for requests, measured, _ in done for i in measured]
+    requests, measured, totals = run
+    ms = [requests[i] for i in measured]
     arrival = np.array([q.arrival for q in ms])
     e2e = np.array([q.done for q in ms]) - arrival
     ttfa = np.array([q.first for q in ms]) - arrival
@@ -466,22 +465,19 @@ def _summary(
     # Closed loop: Little's law, N streams / mean cycle (E2E + a listener's pause), exact in
     # steady state and blind to the waves equal-length requests march in. Open loop (and a cold
     # start, which is no steady state): every completion inside the measured span, over that
-    # span, summed over the runs' spans.
+    # span.
     audio_s = steps / F.STEPS_PER_AUDIO_SECOND
-    completed = window = 0.0
-    for requests, measured, _ in done:
-        t0 = min(requests[i].arrival for i in measured)
-        t1 = max(requests[i].done for i in measured)
-        window += t1 - t0
-        # bench's definition when reproducing it: the measured successes over their window
-        completed += len(measured) if cold_start else sum(1 for q in requests if t0 < q.done <= t1)
+    t0 = min(q.arrival for q in ms)
+    t1 = max(q.done for q in ms)
+    window = t1 - t0
+    # bench's definition when reproducing it: the measured successes over their window
+    completed = len(ms) if cold_start else sum(1 for q in requests if t0 < q.done <= t1)
     if streams and not cold_start:
         mean = float(e2e.mean()) + float(np.mean([q.pause for q in ms]))
         throughput = streams / mean if mean > 0 else math.inf
     else:
         throughput = completed / window if window > 0 else math.inf
-    steps_run = sum(t.steps for _, _, t in done)
-    clock = sum(t.now for _, _, t in done)
+    steps_run, clock = totals.steps, totals.now
     return SimResult(
         n=n,
         window_rps=n / window if window > 0 else math.inf,
@@ -494,8 +490,8 @@ def _summary(
         underrun_p99=float(np.percentile(stalls, 99)),
         throughput_rps=throughput,
         audio_throughput=throughput * audio_s,
-        mean_batch=sum(t.batch_steps for _, _, t in done) / steps_run if steps_run else 0.0,
-        mean_step_s=sum(t.step_time for _, _, t in done) / steps_run if steps_run else 0.0,
-        busy_fraction=1.0 - sum(t.idle for _, _, t in done) / clock if clock > 0 else 0.0,
+        mean_batch=totals.batch_steps / steps_run if steps_run else 0.0,
+        mean_step_s=totals.step_time / steps_run if steps_run else 0.0,
+        busy_fraction=1.0 - totals.idle / clock if clock > 0 else 0.0,
         p99_resolved=n >= P99_MIN_SAMPLES,
     )
