@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 from typer.testing import CliRunner
@@ -76,7 +79,7 @@ def test_table_output_names_missing_prices_and_recommends_per_scenario():
     assert r.exit_code == 0, r.output
     assert "no price for RTX 3080" in r.output
     for scenario in ("realtime", "offline", "concurrency"):
-        assert f"{scenario}: {scenario} (" in r.output  # the one-sentence recommendation
+        assert f"answer, {scenario} (" in r.output  # each scenario's answer block
 
 
 def test_memory_at_shows_the_breakdown():
@@ -221,3 +224,33 @@ def test_slot_tokens_below_one_request_is_an_error():
         "--slot-tokens: expected at least the 439 tokens one request holds (64 prompt + 375 steps), found 100"
         in r.output
     )
+
+
+def test_the_answer_comes_first_as_a_block_whose_commands_paste_whole():
+    args = ["--scenario", "realtime", "--gpus", "T4,L4,RTX 3090", "--requests", "200"]
+    plan = json.loads(run(*args, "--json").output)
+    rec = plan["scenarios"][0]["recommended"]
+    lines = subprocess.run(
+        [sys.executable, "-m", "ttsperf", "plan", *args], capture_output=True, text=True, check=True,
+        env={**os.environ, "COLUMNS": "80"},
+    ).stdout.splitlines()  # fmt: skip
+    assert lines[0].startswith("answer, realtime (100 streams; SLO ttfa_p99=300ms")
+    block = lines[: lines.index("")]
+    assert all(len(line) <= 80 for line in block)
+    assert f"{rec['gpus_needed']} x {rec['gpu']}" in block[1]
+
+    def command(start: str) -> str:  # the lines from `start`, joined as a shell joins `\` lines
+        i = next(i for i, line in enumerate(block) if line.strip().startswith(start))
+        parts = []
+        for line in block[i:]:
+            parts.append(line.strip().removesuffix("\\").strip())
+            if not line.endswith("\\"):
+                return " ".join(parts)
+        raise AssertionError(block)
+
+    assert command("ttsperf serve") == rec["settings"]["serve_flags"]
+    assert command("ttsperf bench") == rec["check"]
+    assert rec["check"].startswith("ttsperf bench URL --adapter openai --stream --concurrency")
+    assert f"{rec['max_streams']} streams per GPU" in "\n".join(block)
+    # the legend follows the tables, and the long sentence is not printed again
+    assert not any(line.startswith("realtime: realtime (") for line in lines)

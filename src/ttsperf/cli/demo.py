@@ -85,7 +85,8 @@ def demo(
     else:
         _print_results(summary, result, run, plan, config, device)
     print_fn = (lambda m: typer.echo(m, err=True)) if as_json else typer.echo
-    print_fn(f"\nrecommendation: {report.report.recommendation}")
+    if as_json or plan is None:  # else the plan's answers were printed first in its output
+        print_fn(f"\nrecommendation: {report.report.recommendation}")
     print_fn(f"report: {report.html} (and {report.markdown})")
     if "interrupted" in summary:
         print_fn(f"interrupted ({summary['interrupted']}): the report covers the stages that finished")
@@ -226,10 +227,10 @@ def _print_results(summary: dict, result, run, plan, config: str, device: str) -
     from ttsperf.console import console as wide_console
 
     console = wide_console()
+    if plan is not None:  # the answer first (the plan prints it above its tables)
+        render(plan, console, None)
     if run is not None:
         render_bench(run, console)
-    if plan is not None:
-        render(plan, console, None)
     if result is not None:
         console.print(
             f"\nwrote {summary['wav']}: {summary['audio_seconds']:.2f} s of audio ({result.steps} steps, "

@@ -15,10 +15,12 @@ from ttsperf.cli.options import settings_command
 from ttsperf.console import console
 from ttsperf.errors import UserError
 from ttsperf.i18n import SOURCE, resolve
+from ttsperf.plan.answer import answer_lines
 from ttsperf.plan.api import make_plan
 from ttsperf.plan.catalog import Price, load_catalog, split_names
 from ttsperf.plan.money import CONVERTED, amount, load_rates, unit
 from ttsperf.plan.predict import Prediction, predict
+from ttsperf.plan.recommend import tie_groups
 from ttsperf.plan.rows import gpus_range
 from ttsperf.plan.schema import Plan, PlanRow, ScenarioPlan
 from ttsperf.plan.search import RESOLUTION
@@ -58,6 +60,12 @@ def render(
 ) -> None:
     i = plan.inputs
     w = i.workload
+    for sc in plan.scenarios:  # the answer first, in the reader's language (--lang)
+        if lang == SOURCE:
+            block = answer_lines(sc, min(80, console.width))
+            console.print("\n".join(block) + "\n", markup=False, highlight=False)
+        else:
+            console.print(f"[bold]{sc.scenario}:[/bold] {_answer(sc, lang)}")
     console.print(
         f"[bold]ttsperf plan[/bold]: {w['audio_seconds']} s of audio per request ({w['steps']} steps), "
         f"{w['prompt_tokens']}-token prompt, {w['dtype']}, first audio after {w['first_chunk_steps']} steps"
@@ -80,22 +88,9 @@ def render(
         _memory_table(plan.scenarios[0], console, memory_at)
     for note in plan.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
-    console.print(
-        _stream_words(plan)
-        + "setting = engine mode, dtype, c = steps before the first audio chunk (the flags: --json, "
-        "'settings.serve_flags'); (a-b) = at the high and low ends of the mode's fixed costs (host "
-        "profile, kernel costs); binds = what stops more load per GPU; "
-        "(fit) = step time fitted to a profile of that card; * = price from --price; "
-        "own = bought (--own): amortised + electricity; "
-        "~ = converted (the rate below). Dim rows miss the SLO. Every latency, capacity and cost is "
-        "projected (formula and inputs per number: --json, 'basis'); defaults are assumptions in "
-        "docs/PLANNING.md. Each price's provider, tier and date: --list-prices."
-        + ("" if wide else " --wide: latencies, batch, machines and energy.")
-    )
+    console.print(_legend(plan, wide), highlight=False)
     for rate in i.fx:
         console.print(f"~ {i.currency} converted at {rate}", highlight=False)
-    for sc in plan.scenarios:  # the answer, in the reader's language (--lang)
-        console.print(f"[bold]{sc.scenario}:[/bold] {_answer(sc, lang)}")
 
 
 def _stream_words(plan: Plan) -> str:
@@ -112,6 +107,33 @@ def _stream_words(plan: Plan) -> str:
     )
 
 
+def _legend(plan: Plan, wide: bool) -> str:
+    """What the tables show, and only that: a mark no row carries is not explained."""
+    rows = [r for sc in plan.scenarios for r in sc.rows if r.device == "gpu"]
+    marks = {_price_mark(r) for r in rows if r.usd_per_gpu_hour is not None}
+    parts = [
+        "setting = engine mode, c = steps before the first audio chunk (the flags: --json, "
+        "'settings.serve_flags')",
+        (
+            any(r.max_streams_range or r.max_rate_range for r in rows),
+            "(a-b) = at the high and low ends of the mode's fixed costs (host profile, kernel costs)",
+        ),
+        (any(r.binding for r in rows), "binds = what stops more load per GPU"),
+        (any(_fitted(r) for r in rows), "(fit) = step time fitted to a profile of that card"),
+        (any("*" in m for m in marks), "* = price from --price"),
+        (any("own" in m for m in marks), "own = bought (--own): amortised + electricity"),
+        (any("~" in m for m in marks), "~ = converted (the rate below)"),
+    ]
+    said = [p if isinstance(p, str) else p[1] for p in parts if isinstance(p, str) or p[0]]
+    text = _stream_words(plan) + "; ".join(said) + "."
+    if any(not r.meets_slo for r in rows):
+        text += " Dim rows miss the SLO."
+    return text + (
+        " How each number was found: --json, 'basis' (defaults: docs/PLANNING.md); "
+        "prices' providers and dates: --list-prices." + ("" if wide else " --wide: latencies, batch, energy.")
+    )
+
+
 def _answer(sc: ScenarioPlan, lang: str) -> str:
     if lang == SOURCE:
         return sc.recommendation
@@ -120,8 +142,15 @@ def _answer(sc: ScenarioPlan, lang: str) -> str:
     return said(sc, lang)
 
 
-def setting_cell(r: PlanRow) -> str:
-    return "-" if r.settings is None else r.settings.words(short=True)
+def setting_cell(r: PlanRow, dtype: bool = True) -> str:
+    return "-" if r.settings is None else r.settings.words(short=True, dtype=dtype)
+
+
+def shared_dtype(rows: list[PlanRow]) -> str | None:
+    """The dtype every row with a setting is planned in, when they share one (said once, in the
+    header, which keeps the table within 80 columns)."""
+    dtypes = {r.settings.dtype for r in rows if r.settings is not None}
+    return dtypes.pop() if len(dtypes) == 1 else None
 
 
 def _rate(x: float) -> str:
@@ -176,16 +205,22 @@ def _compact_table(sc: ScenarioPlan, console: Console) -> None:
     t = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold underline")
     per_gpu = "streams\nper GPU" if streams else "req/s\nper GPU"
     cur = unit(rows[0].currency if rows else "USD")
-    cols = ("GPU", "setting", per_gpu, "GPUs", f"{cur}/h", f"{cur}/audio\nhour") + (
-        () if one_binding else ("binds",)
-    )
+    dtype = shared_dtype(rows)
+    cols = (
+        "GPU",
+        f"setting\n({dtype})" if dtype else "setting",
+        per_gpu,
+        "GPUs",
+        f"{cur}/h",
+        f"{cur}/audio\nhour",
+    ) + (() if one_binding else ("binds",))
     for col in cols:
-        t.add_column(col, justify="left" if col in ("GPU", "setting", "binds") else "right", no_wrap=True)
+        t.add_column(col, justify="left" if col in ("GPU", cols[1], "binds") else "right", no_wrap=True)
     notes = []
     for r in rows:
         cells = [
             r.gpu + (" (fit)" if _fitted(r) else ""),
-            setting_cell(r),
+            setting_cell(r, dtype is None),
             _capacity_cell(r, streams),
             _gpus_cell(sc, r),
             _cost(r.usd_per_hour, r),
@@ -197,7 +232,7 @@ def _compact_table(sc: ScenarioPlan, console: Console) -> None:
     if console.measure(t, options=console.options.update_width(10_000)).maximum > console.width:
         t.collapse_padding = True  # one space between columns, not two, before rich cuts a cell
     console.print(t)
-    if ties := _tie_groups(rows):
+    if ties := tie_groups(rows):
         notes.append(
             f"tied (capacities within the search's {RESOLUTION:.0%}: the simulation cannot order "
             "them): " + "; ".join(", ".join(g) for g in ties)
@@ -205,26 +240,6 @@ def _compact_table(sc: ScenarioPlan, console: Console) -> None:
     for n in notes:
         console.print(textwrap.fill(n, max(40, console.width - 1), subsequent_indent="  "), markup=False,
                       highlight=False)  # fmt: skip
-
-
-def _tie_groups(rows: list[PlanRow]) -> list[list[str]]:
-    """Cards tied with one another (rows' `tied_with`, joined transitively), in table order."""
-    seen: set[str] = set()
-    groups = []
-    by_name = {r.gpu: r for r in rows}
-    for r in rows:
-        if r.gpu in seen or not r.tied_with:
-            continue
-        group, todo = [], [r.gpu]
-        while todo:
-            name = todo.pop()
-            if name in seen or name not in by_name:
-                continue
-            seen.add(name)
-            group.append(name)
-            todo += by_name[name].tied_with
-        groups.append(sorted(group, key=[x.gpu for x in rows].index))
-    return groups
 
 
 def _price_mark(r: PlanRow) -> str:

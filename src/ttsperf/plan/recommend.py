@@ -42,6 +42,26 @@ def mark_ties(rows: list[PlanRow]) -> None:
         ]
 
 
+def tie_groups(rows: list[PlanRow]) -> list[list[str]]:
+    """Cards tied with one another (rows' `tied_with`, joined transitively), in table order."""
+    seen: set[str] = set()
+    groups = []
+    by_name = {r.gpu: r for r in rows}
+    for r in rows:
+        if r.gpu in seen or not r.tied_with:
+            continue
+        group, todo = [], [r.gpu]
+        while todo:
+            name = todo.pop()
+            if name in seen or name not in by_name:
+                continue
+            seen.add(name)
+            group.append(name)
+            todo += by_name[name].tied_with
+        groups.append(sorted(group, key=[x.gpu for x in rows].index))
+    return groups
+
+
 def recommend(
     scenario: Scenario, target: Load, rows: list[PlanRow], basis_note: str, prices: Mapping[str, Price] = {}
 ) -> tuple[str, Recommended | None]:
@@ -58,8 +78,9 @@ def recommend(
     assert best.gpus_needed is not None
     n_range = gpus_range(target, best)
     parts = _details(best, target, n_range)
-    if scenario.slo:
-        parts.append(_check(scenario, target, best))
+    check = bench_command(scenario, target, best) if scenario.slo else None
+    if check:
+        parts.append(f"check it with `{check}`")
     sentence = f"{head}: {what}; " + "; ".join(parts) + f"; {basis_note}."
     rec = Recommended(
         gpu=best.gpu,
@@ -76,6 +97,8 @@ def recommend(
         usd_per_hour=best.usd_per_hour,
         usd_per_audio_hour=best.usd_per_audio_hour,
         measured=measured(best),
+        tied_with=tied_priced(best, [r for r in ok if getattr(r, scenario.objective) is not None]),
+        check=check,
     )
     return sentence, rec
 
@@ -102,7 +125,7 @@ def _cheapest(ok: list[PlanRow], key: str, prices: Mapping[str, Price]) -> tuple
         best = min(priced, key=lambda r: (getattr(r, key), r.gpus_needed, r.p99_s or math.inf))
         cur, basis = best.currency, best.basis.get("usd_per_gpu_hour")
         rented = basis is not None and basis.kind == "sourced" and best.gpu in prices  # not owned
-        tied = [r.gpu for r in priced if r.gpu in best.tied_with and r.gpus_needed == best.gpus_needed]
+        tied = tied_priced(best, priced)
         ties = (
             f" (tied with {', '.join(tied)}: capacities within the search's {RESOLUTION:.0%}, picked by cost)"
             if tied
@@ -115,6 +138,15 @@ def _cheapest(ok: list[PlanRow], key: str, prices: Mapping[str, Price]) -> tuple
         )
     best = min(ok, key=lambda r: (r.gpus_needed, r.p99_s or math.inf))
     return best, f"no card that meets the SLO has a price; fewest GPUs: {best.gpus_needed} x {best.gpu}"
+
+
+def tied_priced(best: PlanRow, rows: list[PlanRow]) -> list[str]:
+    """Priced cards tied with `best` that need as many GPUs (so cost alone picked `best`)."""
+    return [
+        r.gpu
+        for r in rows
+        if r.gpu in best.tied_with and r.gpus_needed == best.gpus_needed and r.usd_per_hour is not None
+    ]
 
 
 def _details(best: PlanRow, target: Load, n_range: list[int] | None) -> list[str]:
@@ -145,7 +177,7 @@ def _details(best: PlanRow, target: Load, n_range: list[int] | None) -> list[str
     return parts
 
 
-def _check(scenario: Scenario, target: Load, best: PlanRow) -> str:
+def bench_command(scenario: Scenario, target: Load, best: PlanRow) -> str:
     """The plan's own check: bench takes its SLO text unchanged."""
     load_flag = (
         f"--concurrency {best.max_streams}" if target.kind == "streams" else f"--rate {best.max_rate_rps:.3g}"
@@ -158,6 +190,4 @@ def _check(scenario: Scenario, target: Load, best: PlanRow) -> str:
     stream = (
         " --adapter openai --stream" if any(k.startswith(("ttfa", "underrun")) for k in scenario.slo) else ""
     )
-    return (
-        f"check it with `ttsperf bench URL{stream} {load_flag} --requests 400 --slo {spec_of(scenario.slo)}`"
-    )
+    return f"ttsperf bench URL{stream} {load_flag} --requests 400 --slo {spec_of(scenario.slo)}"

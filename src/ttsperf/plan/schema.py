@@ -64,10 +64,16 @@ class RowSettings(BaseModel):
     serve_flags: str = Field(description="the `ttsperf serve` command line for these settings")
     searched: str = Field("", description="what the search compared to choose these settings")
 
-    def words(self, short: bool = False) -> str:
-        """'cuda-graphs, fp16, first chunk 24 steps'; short (a table cell): 'graphs fp16 c24'."""
+    def words(self, short: bool = False, dtype: bool = True) -> str:
+        """'cuda-graphs, fp16, first chunk 24 steps'; short (a table cell): 'graphs fp16 c24', or
+        'graphs c24' without the dtype (a table whose rows share one says it in its header)."""
         if short:
-            return f"{_SHORT_MODE.get(self.mode, self.mode)} {self.dtype} c{self.first_chunk_steps}"
+            mode = _SHORT_MODE.get(self.mode, self.mode)
+            return (
+                f"{mode} {self.dtype} c{self.first_chunk_steps}"
+                if dtype
+                else f"{mode} c{self.first_chunk_steps}"
+            )
         return f"{self.mode}, {self.dtype}, first chunk {self.first_chunk_steps} steps"
 
 
@@ -158,6 +164,10 @@ class Recommended(BaseModel):
     usd_per_hour: float | None
     usd_per_audio_hour: float | None
     measured: bool = Field(description="the card was profiled (its step times are measured)")
+    tied_with: list[str] = Field(
+        default_factory=list, description="priced cards as good within the search's resolution, costing more"
+    )
+    check: str | None = Field(None, description="the `ttsperf bench` command that checks the answer")
 
 
 class ScenarioPlan(BaseModel):

@@ -1,0 +1,86 @@
+"""A scenario's answer as a block of lines within a width: what a person reads first.
+
+The card and count with its cost, the `ttsperf serve` command on lines of its own (continued with
+a backslash, so it pastes whole), the streams per GPU with their range, what binds, whether the
+step times are measured or projected, the cards tied with it, and the `ttsperf bench` command
+that checks it. It is built from the plan's `recommended` object; a scenario without one says
+why in its sentence, wrapped.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+from ttsperf.plan.money import money
+from ttsperf.plan.schema import ScenarioPlan
+
+INDENT = "  "
+
+
+def command_lines(cmd: str, width: int, indent: str = INDENT) -> list[str]:
+    """A shell command within `width`, broken between its flags with ` \\` continuations (a flag
+    stays with its value)."""
+    tokens: list[str] = []
+    for word in cmd.split(" "):
+        if tokens and not word.startswith("--") and tokens[-1].startswith("--") and " " not in tokens[-1]:
+            tokens[-1] += " " + word  # a flag's value
+        else:
+            tokens.append(word)
+    lines, line = [], indent + tokens[0]
+    for tok in tokens[1:]:
+        if len(line) + 1 + len(tok) + 2 > width:  # room for " \\" after it
+            lines.append(line + " \\")
+            line = indent + "    " + tok
+        else:
+            line += " " + tok
+    return [*lines, line]
+
+
+def answer_lines(sc: ScenarioPlan, width: int = 80) -> list[str]:
+    """The block: a title line, then indented lines, each within `width`."""
+    load = f"{sc.load['value']:g} " + ("streams" if sc.load["kind"] == "streams" else "req/s")
+    title = f"answer, {sc.scenario} ({load}; SLO {sc.slo.spec or 'none'}):"
+    rec = sc.recommended
+
+    def wrap(text: str) -> list[str]:
+        return textwrap.wrap(text, width, initial_indent=INDENT, subsequent_indent=INDENT + "  ")
+
+    if rec is None:  # no card meets it: the sentence says why
+        return [title, *wrap(sc.recommendation.split(": ", 1)[-1])]
+    head = f"{rec.gpus_needed} x {rec.gpu}"
+    if rec.gpus_needed_range and rec.gpus_needed_range[0] != rec.gpus_needed_range[1]:
+        head += f" ({rec.gpus_needed_range[0]}-{rec.gpus_needed_range[1]} over the overhead's range)"
+    if rec.usd_per_hour is not None:
+        head += ", the cheapest " + (
+            "per audio hour" if sc.objective == "usd_per_audio_hour" else "meeting it"
+        )
+        head += f": {money(rec.usd_per_hour, rec.currency)}/h"
+        if rec.usd_per_audio_hour is not None:
+            head += f" ({money(rec.usd_per_audio_hour, rec.currency)} per audio hour)"
+    lines = [title, *wrap(head)]
+    if rec.settings is not None:
+        lines += command_lines(rec.settings.serve_flags, width)
+    streams = sc.load["kind"] == "streams"
+    centre, span = (
+        (rec.max_streams, rec.max_streams_range) if streams else (rec.max_rate_rps, rec.max_rate_range)
+    )
+    if centre is not None:
+        fmt = "d" if streams else ".3g"
+        cap = f"{format(centre, fmt)} {'streams' if streams else 'req/s'} per GPU"
+        if span:
+            cap += f" ({format(span[0], fmt)}-{format(span[1], fmt)})"
+        if rec.binding:
+            cap += f", bound by {rec.binding}"
+        lines += wrap(cap)
+    lines += wrap(
+        "measured: step times from a profile of this card"
+        if rec.measured
+        else "projected, not measured on this card (`ttsperf profile` on it measures it)"
+    )
+    if rec.tied_with:
+        lines += wrap(
+            f"tied with {', '.join(rec.tied_with)} (within the search's resolution; picked by cost)"
+        )
+    if rec.check:
+        lines += [INDENT + "check it with:", *command_lines(rec.check, width, INDENT + "  ")]
+    return lines
