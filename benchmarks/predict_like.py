@@ -2,7 +2,7 @@
 
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/predict_like.py
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/predict_like.py --streams 64 \
-        --requests 192 --max-batch 64 [--think-time 0]
+        --requests 192 --max-batch 64 [--think-time 0] [--bracket]
 
 1. `ttsperf profile --synthetic --config tiny` of this CPU at batches up to the server's max batch,
    pinned to the server's CPU with its torch threads;
@@ -10,7 +10,9 @@
 3. `ttsperf bench URL --adapter openai --stream --concurrency 64 --requests N --warmup 64 -o RUN`
    pinned to the other CPU (the default text: the guide's sentence);
 4. `ttsperf plan --profile prof.json --predict --like RUN --max-batch 64 --json`;
-5. the table: what bench measured beside what plan predicted; targets throughput within 15%,
+5. with --bracket, the profile again after the bench, and the prediction from each (the table's
+   prediction is their mean: the machine's speed drifts by minutes);
+6. the table: what bench measured beside what plan predicted; targets throughput within 15%,
    TTFA P50 within 25% (issue 22), E2E P50 within 15% and P99 within 25% (issue 14, for scale).
 
 Not under `chrt -f` (a SCHED_FIFO server on one CPU starves its own event loop: see
@@ -54,6 +56,12 @@ def main() -> None:
         "--think-time", type=float, default=None, help="bench's listeners (default: back to back)"
     )
     ap.add_argument("--repeats", type=int, default=5, help="profile's timed repeats per point")
+    ap.add_argument(
+        "--bracket",
+        action="store_true",
+        help="profile again after the bench and predict from each profile: this shared machine's "
+        "speed drifts by minutes, so the two bracket the minutes the server ran in",
+    )
     a = ap.parse_args()
     ncpu = os.cpu_count() or 1
     server, client = {0}, ({1} if ncpu > 1 else {0})
@@ -62,10 +70,14 @@ def main() -> None:
     prof, run = work / "prof.json", work / "run"
     batches = sorted({1, *(b for b in (4, 16, 64, 256) if b < a.max_batch), a.max_batch})
     t0 = time.monotonic()
-    print(f"profiling batches {batches} ... ({work})", file=sys.stderr, flush=True)
-    ttsperf("profile", "--synthetic", "--config", "tiny", "--batches", ",".join(map(str, batches)),
-            "--contexts", "32,256", "--prompts", "16,32", "--repeats", str(a.repeats), "-o", str(prof),
-            cpus=server, env=env, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+
+    def profile(path: Path) -> None:
+        print(f"profiling batches {batches} ... ({path})", file=sys.stderr, flush=True)
+        ttsperf("profile", "--synthetic", "--config", "tiny", "--batches", ",".join(map(str, batches)),
+                "--contexts", "32,256", "--prompts", "16,32", "--repeats", str(a.repeats), "-o", str(path),
+                cpus=server, env=env, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
+
+    profile(prof)
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     log = (work / "server.log").open("w")
@@ -84,19 +96,19 @@ def main() -> None:
         ttsperf(*bench, cpus=client, env=env, check=True, stdout=subprocess.DEVNULL)
     finally:
         stop_server(srv)
-    plan = [
-        "plan",
-        "--profile",
-        str(prof),
-        "--predict",
-        "--like",
-        str(run),
-        "--max-batch",
-        str(a.max_batch),
-        "--json",
-    ]
-    out = ttsperf(*plan, cpus=server | client, env=env, check=True, capture_output=True, text=True)
-    p = json.loads(out.stdout)
+    profiles = [prof]
+    if a.bracket:
+        profiles.append(work / "prof-after.json")
+        profile(profiles[-1])
+
+    def predict(path: Path) -> tuple[list[str], dict]:
+        plan = ["plan", "--profile", str(path), "--predict", "--like", str(run),
+                "--max-batch", str(a.max_batch), "--json"]  # fmt: skip
+        out = ttsperf(*plan, cpus=server | client, env=env, check=True, capture_output=True, text=True)
+        return plan, json.loads(out.stdout)
+
+    predictions = [predict(path) for path in profiles]
+    plan, p = predictions[0]
     point = json.loads((run / "run.json").read_text(encoding="utf-8"))["points"][0]
     measured = {
         "throughput": point["throughput_rps"],
@@ -104,18 +116,28 @@ def main() -> None:
         "E2E P50": point["latency_s"]["p50"],
         "E2E P99": point["latency_s"]["p99"],
     }
-    n = p["prediction"]
-    predicted = {"throughput": n["throughput_rps"], "TTFA P50": n["ttfa_p50_s"], "E2E P50": n["e2e_p50_s"],
-                 "E2E P99": n["e2e_p99_s"]}  # fmt: skip
+    keys = {
+        "throughput": "throughput_rps",
+        "TTFA P50": "ttfa_p50_s",
+        "E2E P50": "e2e_p50_s",
+        "E2E P99": "e2e_p99_s",
+    }
+    each = [{k: q["prediction"][v] for k, v in keys.items()} for _, q in predictions]
+    # bracketed: the mean of the predictions from the profiles taken before and after the bench
+    predicted = {k: sum(e[k] for e in each) / len(each) for k in keys}
     print(f"machine: {machine()}; {time.monotonic() - t0:.0f} s; files in {work}")
     print("commands: ttsperf " + " ".join(bench).replace(url, "URL").replace(str(run), "RUN"))
     print("          ttsperf " + " ".join(plan).replace(str(prof), "prof.json").replace(str(run), "RUN"))
     print(f"like: {p['like']}")
-    print(f"{'metric':11} {'bench':>9} {'predicted':>10} {'error':>8}  target")
+    if len(each) > 1:
+        print("predicted: the mean of the predictions from the profile before and after the bench")
+    head = f"{'metric':11} {'bench':>9} {'predicted':>10} {'error':>8}  target"
+    print(head + ("   before   after" if len(each) > 1 else ""))
     for k, m in measured.items():
         err = predicted[k] / m - 1
         ok = "ok" if abs(err) <= TARGETS[k] else "MISS"
-        print(f"{k:11} {m:9.3f} {predicted[k]:10.3f} {err:+8.1%}  {ok} ({TARGETS[k]:.0%})")
+        sides = "".join(f" {e[k] / m - 1:+7.1%}" for e in each) if len(each) > 1 else ""
+        print(f"{k:11} {m:9.3f} {predicted[k]:10.3f} {err:+8.1%}  {ok} ({TARGETS[k]:.0%}){sides}")
 
 
 if __name__ == "__main__":
