@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
@@ -45,6 +46,22 @@ def ttsperf(*args: str, cpus: set[int], env: dict, **kw) -> subprocess.Completed
         os.sched_setaffinity(0, cpus)
 
     return subprocess.run([sys.executable, "-m", "ttsperf", *args], env=env, preexec_fn=pin, **kw)
+
+
+def server_means(url: str) -> dict[str, float]:
+    """The server's own means over the run (its /metrics histograms: sum / count), warm-up included."""
+    sums: dict[str, float] = {}
+    with urllib.request.urlopen(url + "/metrics", timeout=10) as r:
+        for line in r.read().decode().splitlines():
+            name, _, value = line.partition(" ")
+            if name.startswith("ttsperf_") and name.endswith(("_sum", "_count")):
+                sums[name] = float(value)
+    out = {}
+    for key in ("step_seconds", "prefill_seconds", "audio_call_seconds", "batch_size"):
+        n = sums.get(f"ttsperf_{key}_count", 0.0)
+        out[key] = sums.get(f"ttsperf_{key}_sum", 0.0) / n if n else float("nan")
+        out[key + " n"] = n
+    return out
 
 
 def main() -> None:
@@ -94,6 +111,7 @@ def main() -> None:
                  "-o", str(run)]  # fmt: skip
         print("ttsperf " + " ".join(bench), file=sys.stderr, flush=True)
         ttsperf(*bench, cpus=client, env=env, check=True, stdout=subprocess.DEVNULL)
+        served = server_means(url)
     finally:
         stop_server(srv)
     profiles = [prof]
@@ -131,6 +149,15 @@ def main() -> None:
     print(f"like: {p['like']}")
     if len(each) > 1:
         print("predicted: the mean of the predictions from the profile before and after the bench")
+    n = p["prediction"]
+    print(
+        f"server (/metrics means): step {served['step_seconds'] * 1e3:.2f} ms at batch "
+        f"{served['batch_size']:.1f} "
+        f"(predicted {n['mean_step_s'] * 1e3:.2f} ms at {n['mean_batch']:.1f}); prefill "
+        f"{served['prefill_seconds'] * 1e3:.2f} ms x {served['prefill_seconds n']:.0f}; audio call "
+        f"{served['audio_call_seconds'] * 1e3:.2f} ms x {served['audio_call_seconds n']:.0f}; steps "
+        f"{served['step_seconds n']:.0f}"
+    )
     head = f"{'metric':11} {'bench':>9} {'predicted':>10} {'error':>8}  target"
     print(head + ("   before   after" if len(each) > 1 else ""))
     for k, m in measured.items():
