@@ -298,42 +298,48 @@ class _Emitter:
     def emit(self, groups: list[tuple[list[int], int]], now: float, debt: float) -> tuple[int, float, float]:
         """-> (measured requests done, the worker's time after the call, its hand-off debt)."""
         chunk_audio, requests = self.chunk_audio, self.arrivals.requests
-        evs = [(rid, c) for rids, c in groups for rid in rids]
-        key = (sum([chunk_audio[c] for _, c in evs]), len(evs))
+        if len(groups) == 1 and len(groups[0][0]) == 1:  # the common case: one row
+            key = (chunk_audio[groups[0][1]], 1)
+        else:  # the same sum, in the same order, as one list of rows would give
+            key = (
+                sum([chunk_audio[c] for rids, c in groups for _ in rids]),
+                sum([len(r) for r, _ in groups]),
+            )
         call = self.calls.get(key)
         if call is None:  # calls repeat: the same chunks of the same number of rows
             self.calls[key] = call = self.step.vocoder(*key)
         now += call
         if self.serial:
-            debt += self.handoff_s * len(evs)
+            debt += self.handoff_s * key[1]
         last_chunk = len(chunk_audio) - 1
         done = 0
         loop_free, per_chunk = self.loop_free, self.per_chunk
         # the hot loop of a run: comparisons instead of max() (a call each), same arithmetic
-        for rid, c in evs:
+        for rids, c in groups:
             a = chunk_audio[c]
-            if loop_free < now:
-                loop_free = now
-            loop_free += per_chunk
-            out = loop_free
-            q = requests[rid]
-            if c == 0:
-                q.first, q.play_end, q.stall = out, out + a, 0.0
-            else:
-                late = out - q.play_end
-                if late > q.stall:
-                    q.stall = late
-                q.play_end = (out if late > 0 else q.play_end) + a
-            if c == last_chunk:
-                q.done = out
-                starts = self.rows.starts
-                assert starts[0] == q.start_step  # equal lengths: rows finish in the order they started
-                starts.popleft()
-                done += rid in self.measured
-                if q.stream >= 0:
-                    if self.think_s is not None:  # a listener: after the reply has played, and thought
-                        q.pause = max(out, q.play_end) + self.think_s - out
-                    self.arrivals.add(out + q.pause, q.stream)
+            for rid in rids:
+                if loop_free < now:
+                    loop_free = now
+                loop_free += per_chunk
+                out = loop_free
+                q = requests[rid]
+                if c == 0:
+                    q.first, q.play_end, q.stall = out, out + a, 0.0
+                else:
+                    late = out - q.play_end
+                    if late > q.stall:
+                        q.stall = late
+                    q.play_end = (out if late > 0 else q.play_end) + a
+                if c == last_chunk:
+                    q.done = out
+                    starts = self.rows.starts
+                    assert starts[0] == q.start_step  # equal lengths: rows finish in the order they started
+                    starts.popleft()
+                    done += rid in self.measured
+                    if q.stream >= 0:
+                        if self.think_s is not None:  # a listener: after the reply has played, and thought
+                            q.pause = max(out, q.play_end) + self.think_s - out
+                        self.arrivals.add(out + q.pause, q.stream)
         self.loop_free = loop_free
         return done, now, debt
 
