@@ -330,3 +330,16 @@ def test_cpu_profile_without_a_bandwidth_term_plans_beside_cards_in_processes(pr
     )
     rows = {r.gpu: r for r in plan.scenarios[0].rows}
     assert len(rows) == 7 and rows["AMD EPYC 2-core (profiled)"].fits
+
+
+def test_a_cpu_profile_of_another_model_is_not_planned_in_modes_it_cannot_run(tmp_path, make_profile):
+    # the "AMD EPYC graphs fp32 c16 259 (31-248)": a tiny profile calibrates nothing for
+    # chattts, and the CPU row used to be planned from zero step times in every mode, CUDA graphs too
+    p = make_profile(device="AMD EPYC 2-core", kind="cpu", dtype="fp32", memory_bytes=8 * 2**30)
+    p.model.config = "tiny"
+    path = tmp_path / "tiny.json"
+    path.write_text(json.dumps(p.dump()), encoding="utf-8")
+    plan = make_plan(profile=[str(path)], scenario="realtime", gpus="T4", dtype="fp32", requests=100)
+    row = _row(plan, "AMD EPYC 2-core (profiled)")
+    assert not row.fits and row.settings is None and row.max_streams is None
+    assert "is tiny/fp32, plan is chattts/fp32: not used" in row.note

@@ -15,7 +15,7 @@ from ttsperf.plan.steptime import DEFAULT_T_CHUNK_S
 
 runner = CliRunner()
 KEYS = {"throughput_rps", "audio_seconds_per_s", "e2e_p50_s", "e2e_p99_s"}
-KEYS |= {"ttfa_p50_s", "ttfa_p99_s", "mean_batch", "mean_step_s"}
+KEYS |= {"ttfa_p50_s", "ttfa_p99_s", "mean_batch", "mean_step_s", "underrun_p99_s"}
 
 
 def run(*args: str):
@@ -191,3 +191,17 @@ def test_a_profiled_device_keeps_its_own_mode(profile_file):
 
     with pytest.raises(UserError, match="measured its own mode"):
         predict(profile=[str(profile_file(device="RTX 4090"))], streams=4, mode="compile")
+
+
+def test_a_streamed_prediction_reports_underruns_and_they_grow_past_real_time(profile_file):
+    # underruns bind realtime: a stream whose steps are slower than it plays stalls (1/46.875 s a
+    # step is real time); a fast card's streams never stall
+    fast = predict(profile=[str(profile_file(device="RTX 4090"))], streams=4, max_batch=8).prediction
+    slow = predict(profile=[str(profile_file(device="RTX 4090", t_fixed=0.04))], streams=4, max_batch=8)
+    assert fast.underrun_p99_s == 0.0
+    # each 24-step chunk takes ~0.98 s to decode and plays 0.51 s: the worst stall is ~0.5 s
+    assert slow.prediction.underrun_p99_s > 0.3
+    shown = run(
+        "--profile", str(profile_file(device="RTX 4090")), "--predict", "--streams", "4", "--max-batch", "8"
+    )
+    assert "underrun    P99 0.000 s" in shown.output

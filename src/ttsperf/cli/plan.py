@@ -159,8 +159,8 @@ def _rate(x: float) -> str:
 
 
 def _capacity_cell(r: PlanRow, streams: bool) -> str:
-    if not r.fits:
-        return "no fit"
+    if not r.fits:  # memory holds a row but there is no step model to plan it from (its note says why)
+        return "not planned" if r.max_batch > 0 else "no fit"
     if (r.max_streams if streams else r.max_rate_rps) is None:
         return "-"
     cap = str(r.max_streams) if streams else _rate(r.max_rate_rps)
@@ -288,6 +288,10 @@ def _other_table(sc: ScenarioPlan, console: Console) -> None:
             r.binding or "-",
         )
     console.print(t)
+    for r in others:
+        if r.note:
+            text = textwrap.fill(f"{r.gpu}: {r.note}", max(40, console.width - 1), subsequent_indent="  ")
+            console.print(text, markup=False, highlight=False)
 
 
 def _details_table(sc: ScenarioPlan, console: Console) -> None:
@@ -320,8 +324,8 @@ def _details_table(sc: ScenarioPlan, console: Console) -> None:
 
 def _batch_cell(r: PlanRow) -> str:
     """The batch that applies: the setting's, which memory (max_batch) or --max-batch caps."""
-    if not r.fits:
-        return "no fit"
+    if not r.fits:  # memory holds a row but there is no step model to plan it from (its note says why)
+        return "not planned" if r.max_batch > 0 else "no fit"
     return str(r.settings.max_batch if r.settings else r.max_batch)
 
 
@@ -369,6 +373,12 @@ def render_prediction(p: Prediction, console: Console) -> None:
             "TTFA",
             f"P50 {n.ttfa_p50_s:.3f} s, P99 {n.ttfa_p99_s:.3f} s"
             + ("" if p.streamed else " (not streamed: E2E)"),
+        ),
+        (
+            "underrun",
+            "none: not streamed"
+            if n.underrun_p99_s is None
+            else f"P99 {n.underrun_p99_s:.3f} s (worst stall per request, played from the first chunk)",
         ),
         ("mean batch", f"{n.mean_batch:.1f} rows per step of {1e3 * n.mean_step_s:.2f} ms"),
         (

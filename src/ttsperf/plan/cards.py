@@ -270,6 +270,8 @@ def build_cards(
             device="other",
         )
         _calibrate(card, path, p, own, any_config)
+        if not card.profiled:  # its steps were not measured for this model: nothing to plan it from
+            card.step = None
         cards.append(card)
     return cards
 

@@ -44,6 +44,9 @@ class Numbers(BaseModel):
     ttfa_p99_s: float
     mean_batch: float
     mean_step_s: float = Field(description="seconds per decode step, host cost included, averaged over steps")
+    underrun_p99_s: float | None = Field(
+        None, description="worst playback stall per request, P99 (None: not streamed, nothing plays early)"
+    )
 
 
 class Prediction(BaseModel):
@@ -224,6 +227,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             ttfa_p99_s=ttfa_p99,
             mean_batch=r.mean_batch,
             mean_step_s=r.mean_step_s,
+            underrun_p99_s=r.underrun_p99 if streamed else None,
         ),
         simulated_requests=r.n,
         p99_resolved=r.p99_resolved,
