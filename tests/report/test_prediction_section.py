@@ -15,7 +15,8 @@ def test_a_prediction_is_shown_beside_the_bench_point_of_its_load(results, tmp_p
     from ttsperf.plan.predict import predict
     from ttsperf.report.prediction_section import prediction_section
 
-    pred = predict(gpus="RTX 4090", streams=2, max_batch=2, requests=20)
+    # --like: the run's own work (its audio per request, streamed or not), at its 2 streams
+    pred = predict(gpus="RTX 4090", streams=2, max_batch=2, like=str(results / "bench" / "run.json"))
     path = tmp_path / "prediction.json"
     path.write_text(json.dumps(pred.dump()))
     inputs = read_inputs([path, results / "bench" / "run.json"])
@@ -45,3 +46,17 @@ def test_a_prediction_without_a_bench_point_of_its_load_says_how_to_measure_it(r
     sec = prediction_section(results, pred, [(run, BenchRun.read(run))])
     assert not _tables(sec)
     assert "No bench point among the inputs ran this load: `ttsperf bench URL --rate 3.5`" in sec.blocks[1]
+
+
+def test_a_prediction_of_other_work_is_not_compared_and_says_why(results):
+    # the "+71% E2E P50": 8 s streamed requests predicted, the run's own texts measured
+    from ttsperf.plan.predict import predict
+    from ttsperf.report.prediction_section import prediction_section
+
+    pred = predict(gpus="RTX 4090", streams=2, max_batch=2, requests=20)
+    run = results / "bench" / "run.json"
+    sec = prediction_section(results, pred, [(run, BenchRun.read(run))])
+    assert not _tables(sec)
+    said = " ".join(b for b in sec.blocks if isinstance(b, str))
+    assert f"Not compared with {run}, concurrent@2: it ran other work (median audio" in said
+    assert "predicted 8 s" in said and f"`ttsperf plan --predict --like {run}`" in said

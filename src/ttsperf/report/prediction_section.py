@@ -1,7 +1,9 @@
-"""Predicted vs measured: a `plan --predict` beside the bench points of the same load.
+"""Predicted vs measured: a `plan --predict` beside the bench points of the same load and work.
 
 A prediction is the simulator's answer for one device at one load (N streams closed loop, or R
-requests/s Poisson); a bench point of that load is the measurement it is checked against. Each
+requests/s Poisson); a bench point of that load, whose requests made the same audio (within 10%),
+streamed as predicted, is the measurement it is checked against; a point of the same load but
+other work is named with why, never compared. Each
 metric is shown with its error, (predicted - measured) / measured, the same as
 benchmarks/plan_accuracy.py prints. Each measured percentile is shown with its n and bench's
 distribution-free interval (`-` for an end its n cannot give), so an error inside that interval
@@ -11,12 +13,14 @@ reads as such.
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 from ttsperf.bench.metrics import dist
 from ttsperf.bench.quantiles import CONFIDENCE
 from ttsperf.bench.results import BenchRun, Dist, PointResult
 from ttsperf.i18n import _
+from ttsperf.plan.like import STREAMING
 from ttsperf.plan.predict import Prediction
 from ttsperf.report.document import Section, Table, ms
 
@@ -26,6 +30,32 @@ def _same_load(pred: Prediction, point: PointResult) -> bool:
     if pred.load["kind"] == "closed loop":
         return s.kind == "concurrent" and s.concurrency == value
     return s.kind == "rate" and s.arrival == "poisson" and math.isclose(s.rate or 0.0, value, rel_tol=1e-6)
+
+
+# a prediction and a bench point describe the same work when their requests' audio differs by no
+# more than this (bench's texts vary; plan --predict --like takes the run's median)
+AUDIO_TOLERANCE = 0.10
+
+
+def workload_mismatch(pred: Prediction, run: BenchRun, index: int) -> str | None:
+    """Why a bench point of the prediction's load ran other work (None: the same work): the audio
+    per request (its answered measured requests' median), streamed or not, a listener's think time."""
+    mine = [r for r in run.records if r.point == index and r.ok and not r.warmup]
+    audio = [r.audio_s or r.server_audio_s or r.expected_audio_s for r in mine]
+    reasons = []
+    predicted = float(pred.workload["audio_seconds"])
+    if audio:
+        median = statistics.median(audio)
+        if abs(median - predicted) > AUDIO_TOLERANCE * predicted:
+            reasons.append(f"median audio {median:.2f} s per request, predicted {predicted:g} s")
+    streamed = bool(run.config.get("stream")) and run.adapter in STREAMING
+    if streamed != pred.streamed:
+        reasons.append(("streamed" if streamed else f"not streamed ({run.adapter})") + ", predicted "
+                       + ("streamed" if pred.streamed else "not streamed"))  # fmt: skip
+    think = run.points[index].strategy.think_s
+    if think != pred.load.get("think_s"):
+        reasons.append(f"think time {think}, predicted {pred.load.get('think_s')}")
+    return "; ".join(reasons) or None
 
 
 def _percentile_of(run: BenchRun, index: int, d: Dist, stat: str) -> Dist:
@@ -71,8 +101,20 @@ def prediction_section(path: Path, pred: Prediction, runs: list[tuple[Path, Benc
             basis=pred.basis,
         )
     )
-    matches = [(p, r, i) for p, r in runs for i, point in enumerate(r.points) if _same_load(pred, point)]
-    if not matches:
+    same_load = [(p, r, i) for p, r in runs for i, point in enumerate(r.points) if _same_load(pred, point)]
+    matches = []
+    for bench_path, run, i in same_load:  # a prediction is held beside the same work only
+        why = workload_mismatch(pred, run, i)
+        if why is None:
+            matches.append((bench_path, run, i))
+        else:
+            sec.say(
+                _(
+                    "Not compared with {file}, {load}: it ran other work ({why}). "
+                    "`ttsperf plan --predict --like {file}` predicts that run's load and requests."
+                ).format(file=bench_path, load=run.points[i].label, why=why)
+            )
+    if not same_load:
         flag = "--concurrency" if closed else "--rate"
         sec.say(
             _(
