@@ -146,3 +146,16 @@ def test_the_real_plans_recommended_object_and_a_rate_load(results):
     fields = dict(answer(path, sc.model_copy(update={"recommended": rate})).fields)
     # a rate load: the row of this streams plan holds no req/s centre, so the range alone
     assert fields["per GPU"] == "0.812-1.25 req/s" and fields["binding limit"] == "decode throughput"
+
+
+def test_the_answer_carries_the_plans_bench_check_into_both_pages(results, tmp_path):
+    path, plan, sc = _plan(results)
+    rec = sc.recommended
+    assert rec is not None and rec.check and rec.check.startswith("ttsperf bench URL")
+    a = answer(path, sc)
+    assert a.check == rec.check
+    report = build_report(read_inputs([results / "plan.json"]))
+    md = to_markdown(report, tmp_path / "charts", "charts")
+    head = md.split("\n## ", 1)[0]  # above the first section: the answer
+    assert f"check it: `{rec.check}`" in head and f"serve it: `{rec.settings.serve_flags}`" in head
+    assert f"<code>{rec.check}</code>" in to_html(report).replace("&gt;", ">")

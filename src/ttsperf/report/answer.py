@@ -49,6 +49,7 @@ class Answer:
     fields: list[tuple[str, str]]  # (key of LABELS, value) in the order the box shows them
     serve_flags: str | None
     basis: str  # "from the plan's recommendation" or how it was derived from the rows
+    check: str | None = None  # the `ttsperf bench` command that checks it (the plan's, when it gave one)
 
 
 def _get(obj: Any, name: str) -> Any:
@@ -188,4 +189,5 @@ def answer(path: Path, sc: ScenarioPlan) -> Answer | None:
         ("binding limit", binding_text(binding) or missing),
         ("basis", how.get(measured) or _("projected; profiled or not: {missing}").format(missing=missing)),
     ]
-    return Answer(sc.scenario, path, fields, _get(settings, "serve_flags"), basis)
+    check = _get(rec, "check") if rec is not None else None
+    return Answer(sc.scenario, path, fields, _get(settings, "serve_flags"), basis, check)

@@ -72,6 +72,8 @@ def _html_answer(a: Answer, sentence: str) -> str:
     flags = (
         f"<div>{escape(_('serve it:'))} <code>{escape(a.serve_flags)}</code></div>" if a.serve_flags else ""
     )
+    if a.check:
+        flags += f"<div>{escape(_('check it:'))} <code>{escape(a.check)}</code></div>"
     title = _("The answer: {scenario} ({basis})").format(scenario=a.scenario, basis=a.basis)
     return (
         f'<div class="answer" id="answer"><h2>{escape(title)}</h2>'
@@ -157,6 +159,7 @@ def to_markdown(report: Report, charts_dir: Path, link_base: str) -> str:
         head = [_("the answer: {scenario}").format(scenario=a.scenario), a.basis]
         lines += _md_table(Table(head, [[_(LABELS[k]), v] for k, v in a.fields]))
         lines += [f"{_('serve it:')} `{a.serve_flags}`", ""] if a.serve_flags else []
+        lines += [f"{_('check it:')} `{a.check}`", ""] if a.check else []
     if report.recommendation_source:
         lines += [f"({_from(f'`{report.recommendation_source}`')})", ""]
     lines += [f"- {s}" for s in report.other_recommendations]
