@@ -315,7 +315,8 @@ def test_profile_host_cost_per_row_replaces_the_default(profile_file):
     assert default.basis["step.t_row"].how.startswith("7 us, measured: host share")
     assert fitted.basis["step.t_host"].how.startswith("400 us per step, measured in")
     assert default.basis["step.t_host"].how.startswith("0.37 ms per step, measured: the engine's host work")
-    assert default.basis["step.t_chunk"].how.startswith("0.36 ms per chunk, beside the engine")
+    assert default.basis["step.t_chunk"].how.startswith("0.3 ms per chunk, beside the engine")
+    assert default.basis["step.t_request"].how.startswith("1.1 ms per request taken in, beside the engine")
 
 
 def test_cpu_profile_without_a_bandwidth_term_plans_beside_cards_in_processes(profile_file, monkeypatch):

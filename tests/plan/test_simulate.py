@@ -206,7 +206,7 @@ def test_the_engine_as_built_pays_the_step_models_host_costs():
     sm = StepModel("fp16", KV16, t_fixed=0.01, inv_bw=0.0, inv_flops=0.0, t_row=3e-6, t_host=2e-4)
     built = EngineModel.of(sm, 8, Workload(audio_seconds=2.0))
     assert (built.host_per_row_s, built.host_per_step_s) == (3e-6, 2e-4)
-    assert (built.handoff_s, built.handoff_serial) == (sm.t_chunk, False)
+    assert (built.handoff_s, built.handoff_serial, built.intake_s) == (sm.t_chunk, False, sm.t_request)
     assert EngineModel(sm, 8, Workload()).handoff_s == 0.0  # the bare model: no host cost unless set
 
 
@@ -238,6 +238,37 @@ def test_chunks_emitted_together_leave_one_hand_off_apart():
     assert shared.ttfa_p50 == pytest.approx(first + 9 * h, rel=1e-9)  # 2 h .. 16 h
     # the 8 first chunks' hand-offs (8 h) stretch the next steps by as much
     assert shared.e2e_p50 == pytest.approx((steps - 1) * t + 8 * h + 9 * h, rel=1e-9)
+
+
+def test_requests_sent_together_are_taken_in_one_intake_apart():
+    """The event loop takes each request in (HTTP, validation, the tokenizer) before the engine can
+    queue it, one after another: two requests sent at t = 0 with an intake i of 5 steps are queued
+    at i and 2i; the first joins an idle engine at i, the second 5 steps later."""
+    t, i = 0.01, 0.05
+    e = constant_engine(t, steps=48, max_batch=2, prefill_s=0.0)
+    e.intake_s = i
+    r = simulate(e, Load("streams", 2), n_requests=2, cold_start=True)
+    first = 23 * t  # the prefill samples step one
+    assert r.ttfa_p50 == pytest.approx((i + first + 2 * i + first) / 2, rel=1e-9)
+    assert r.ttfa_p99 == pytest.approx(i + first + 0.99 * i, rel=1e-9)  # numpy's linear p99
+
+
+def test_a_request_taken_in_on_the_engines_cpu_stretches_the_steps_it_runs_beside():
+    """One stream: each request waits its intake i, and an idle engine loses nothing to it, on
+    its CPU or not. Four streams on the engine's CPU (serial): a request is taken in while the
+    others' rows decode, and those steps share the CPU with it: every reply takes longer."""
+    t, i, steps = 0.01, 2e-3, 48
+    e = constant_engine(t, steps=steps, max_batch=4, prefill_s=0.0)
+    e.intake_s = i
+    beside = simulate(e, Load("streams", 1), n_requests=20)
+    assert beside.ttfa_p50 == pytest.approx(i + 23 * t, rel=1e-9)
+    assert beside.e2e_p50 == pytest.approx(i + (steps - 1) * t, rel=1e-9)
+    busy_beside = simulate(e, Load("streams", 4), n_requests=200)
+    e.handoff_serial = True
+    assert simulate(e, Load("streams", 1), n_requests=20).e2e_p50 == pytest.approx(beside.e2e_p50, rel=1e-9)
+    busy_serial = simulate(e, Load("streams", 4), n_requests=200)
+    assert busy_serial.mean_step_s > busy_beside.mean_step_s
+    assert busy_serial.throughput_rps < busy_beside.throughput_rps
 
 
 def test_a_listener_asks_again_only_when_the_reply_has_played_and_it_has_thought():

@@ -17,6 +17,7 @@ from ttsperf.plan.memory import MemoryModel, Workload, card_bytes
 from ttsperf.plan.schema import Basis
 from ttsperf.plan.steptime import (
     DEFAULT_T_CHUNK_SOURCE,
+    DEFAULT_T_REQUEST_SOURCE,
     Correction,
     StepModel,
     default_model,
@@ -158,6 +159,10 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: b
         card.step.basis["t_chunk"] = Basis.sourced(
             f"{card.step.t_chunk * 1e3:g} ms per chunk, on the engine's CPU (a CPU profile), "
             + DEFAULT_T_CHUNK_SOURCE
+        )
+        card.step.basis["t_request"] = Basis.sourced(
+            f"{card.step.t_request * 1e3:g} ms per request taken in, on the engine's CPU (a CPU "
+            "profile), " + DEFAULT_T_REQUEST_SOURCE
         )
     if p.host_per_step_s is not None:
         card.step.t_host = p.host_per_step_s.value

@@ -2,7 +2,8 @@
 
 A start for the capacity search (search.py), never an answer: the simulator's waves, joins and
 percentiles are what the plan reports. A good start saves the doubling from 8 streams and most of
-the bisection (docs/PLANNING.md, "How the search finds a capacity").
+the bisection (docs/PLANNING.md, "The settings search", its bullet "Where a search starts: the
+fluid limit").
 
 At batch B (rows desynchronised, each at the middle of its reply on average) one decode step
 costs the step model's t(B, B x mean context) plus the engine's host work, plus each step's share
@@ -38,8 +39,9 @@ def step_cost(engine: EngineModel, batch: int) -> float:
     chunks = batch / w.chunk_steps  # chunks per step: one call of these rows, or one row some steps
     vocoder = audio_call(engine, batch) * chunks / max(1, round(chunks))
     prefill = sm.prefill(w.prompt_tokens, 1) * min(1.0, batch / w.steps)  # a row joins once a reply
-    handoff = engine.handoff_s * chunks if engine.handoff_serial else 0.0  # on the engine's CPU
-    return step + vocoder + prefill + handoff
+    # the event loop's hand-offs and intake, on the engine's CPU (a row joins once a reply)
+    loop = engine.handoff_s * chunks + engine.intake_s * batch / w.steps if engine.handoff_serial else 0.0
+    return step + vocoder + prefill + loop
 
 
 def budget(engine: EngineModel, slo: dict[str, float], batch: int) -> bool:
@@ -50,7 +52,10 @@ def budget(engine: EngineModel, slo: dict[str, float], batch: int) -> bool:
         if k.startswith("underrun") and t > 1.0 / F.STEPS_PER_AUDIO_SECOND:
             return False
         if k.startswith("ttfa"):  # at worst it waits for the step in progress and its audio call
-            first = sm.prefill(w.prompt_tokens, 1) + (w.first_chunk_steps + 1) * t + audio_call(engine, batch)
+            first = (
+                engine.intake_s + sm.prefill(w.prompt_tokens, 1) + (w.first_chunk_steps + 1) * t
+                + audio_call(engine, batch)
+            )  # fmt: skip
             if first > limit:
                 return False
         if k.startswith("e2e") and w.steps * t > limit:

@@ -140,7 +140,8 @@ def capacity_at(
     coarse = max(250, n // 4)
     slo = q.scenario.slo
     if guess is None and slo and q.kind == "streams":
-        # from the fluid limit, which the answer lies within FLUID_STEP^2 of either way
+        # from the fluid limit: over the catalog the answer lay within FLUID_STEP^2 of it either
+        # way (fluid.START_SHARE); elsewhere the search just takes more steps to reach it
         guess, step, down = fluid_start(engine, slo, think), FLUID_STEP, FLUID_STEP
         if coarse < n and guess is not None:
             rough = q.sims.simulator(engine, coarse, think)

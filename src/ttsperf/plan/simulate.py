@@ -7,6 +7,8 @@ One worker owns the device and loops, as ttsperf's engine does (engine/runner.py
   3. at a step where rows reach a chunk boundary, decode the new audio of every such row in one
      Decoder+Vocos call; chunks are emitted when that returns (the server's event loop hands them
      out one after another); a row whose last step it was leaves the batch.
+A request sent is queued once the server's event loop has taken it in (HTTP, validation, the
+tokenizer), after whatever the loop was doing: a wave of requests reaches the engine one by one.
 Arrivals are open loop (Poisson or constant at a rate) or closed loop (N streams, each sending its
 next request as soon as the previous one completes, or - a stream that is a listener, `think_s`
 set - when it has played the previous reply and thought `think_s` seconds).
@@ -50,13 +52,15 @@ class EngineModel:
     host_per_step_s: float = 0.0  # host seconds per step whatever its rows, on top of t(B, L)
     handoff_s: float = 0.0  # the server's event loop per chunk sent, one chunk after another
     handoff_serial: bool = False  # True: on the engine's CPU, so the engine waits for it too
+    # the same event loop's work per request received, before the engine can queue it
+    intake_s: float = 0.0
 
     @classmethod
     def of(cls, step: StepModel, max_batch: int, workload: Workload) -> EngineModel:
         """ttsperf serve's engine with this step model."""
         return cls(
             step, max_batch, workload, host_per_row_s=step.t_row, host_per_step_s=step.t_host,
-            handoff_s=step.t_chunk, handoff_serial=step.chunk_serial,
+            handoff_s=step.t_chunk, handoff_serial=step.chunk_serial, intake_s=step.t_request,
         )  # fmt: skip
 
 
@@ -192,16 +196,50 @@ class Request:
     play_end: float = 0.0  # when playback of what it has received so far ends
     stall: float = 0.0  # its worst playback stall so far
     pause: float = 0.0  # a listener's wait from its reply's end to its stream's next request
+    taken_in: bool = False  # by the server's event loop: its heap time is when it is queued
+
+
+@dataclass(slots=True)
+class EventLoop:
+    """The server's event loop: one thread, one thing at a time. It takes each request in before
+    the engine can queue it, and hands each chunk out after its audio call returns.
+
+    On the engine's own CPU (serial) a chunk's hand-off has half the CPU while the engine runs, so
+    it takes twice as long (calibrated on plan_accuracy.py's points, docs/VALIDATION.md); a wave of
+    requests is taken in at full speed (measured by benchmarks/intake_trace.py: ~25 requests 27 ms
+    from their bytes arriving to the engine's queue, docs/PERFORMANCE.md) and the engine's next
+    steps pay for it (owed)."""
+
+    intake_s: float = 0.0  # per request received
+    handoff_s: float = 0.0  # per chunk sent
+    serial: bool = False
+    free: float = 0.0  # when it has done everything handed to it so far
+    owed: float = 0.0  # its CPU seconds the engine's steps have yet to share (serial)
+
+    @classmethod
+    def of(cls, engine: EngineModel) -> EventLoop:
+        return cls(engine.intake_s, engine.handoff_s, engine.handoff_serial)
+
+    def take_in(self, sent: float) -> float:
+        """When a request sent at `sent` is in the engine's queue."""
+        if self.intake_s == 0.0:
+            return sent
+        self.free = (self.free if self.free > sent else sent) + self.intake_s
+        if self.serial:
+            self.owed += self.intake_s
+        return self.free
 
 
 class Arrivals:
     """Requests to come, earliest first: a closed loop's streams each send the next request when
-    the previous one completes; an open loop's arrive at a rate (Poisson or constant gaps)."""
+    the previous one completes; an open loop's arrive at a rate (Poisson or constant gaps). A
+    request sent is queued once the server's event loop has taken it in."""
 
-    def __init__(self, load: Load, rng: np.random.Generator) -> None:
+    def __init__(self, load: Load, rng: np.random.Generator, loop: EventLoop | None = None) -> None:
         self.load, self.rng = load, rng
+        self.loop = EventLoop() if loop is None else loop
         self.requests: list[Request] = []  # by id, in the order they were scheduled
-        self.heap: list[tuple[float, int]] = []  # (time, id)
+        self.heap: list[tuple[float, int]] = []  # (time sent, or queued once taken in; id)
         self._last_open = 0.0
 
     def add(self, t: float, stream: int) -> None:
@@ -231,13 +269,21 @@ class Arrivals:
         return self.heap[0][0] if self.heap else math.inf
 
     def due(self, now: float, waiting: deque[int]) -> None:
-        """Move every request arrived by `now` to `waiting` (an open loop's next one scheduled)."""
-        heap = self.heap
+        """Move every request queued by `now` to `waiting`; one sent by then is taken in by the
+        event loop first (and an open loop's next one scheduled)."""
+        heap, loop = self.heap, self.loop
         while heap and heap[0][0] <= now:
-            _, rid = heapq.heappop(heap)
+            sent, rid = heapq.heappop(heap)
+            q = self.requests[rid]
+            if not q.taken_in:
+                q.taken_in = True
+                if q.stream < 0:
+                    self.add_open()
+                queued = loop.take_in(sent)
+                if queued > now:
+                    heapq.heappush(heap, (queued, rid))
+                    continue
             waiting.append(rid)
-            if self.requests[rid].stream < 0:
-                self.add_open()
 
 
 class _Rows:
@@ -287,12 +333,12 @@ class _Emitter:
     def __init__(self, engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: range) -> None:
         self.step, self.arrivals, self.rows, self.measured = engine.step, arrivals, rows, measured
         self.chunk_audio = chunk_plan(engine.workload)[1]
-        self.handoff_s, self.serial = engine.handoff_s, engine.handoff_serial
+        self.loop = arrivals.loop
+        self.handoff_s, self.serial = self.loop.handoff_s, self.loop.serial
         self.think_s = arrivals.load.think_s
         # on the engine's CPU the event loop has half of it while the engine runs (2 x per chunk),
         # and the engine's next steps pay for the other half (debt)
         self.per_chunk = self.handoff_s * (2 if self.serial else 1)
-        self.loop_free = 0.0  # when the event loop has handed out every chunk so far
         self.calls: dict[tuple[float, int], float] = {}  # Decoder+Vocos call by (audio, rows)
 
     def emit(self, groups: list[tuple[list[int], int]], now: float, debt: float) -> tuple[int, float, float]:
@@ -313,7 +359,7 @@ class _Emitter:
             debt += self.handoff_s * key[1]
         last_chunk = len(chunk_audio) - 1
         done = 0
-        loop_free, per_chunk = self.loop_free, self.per_chunk
+        loop_free, per_chunk = self.loop.free, self.per_chunk
         # the hot loop of a run: comparisons instead of max() (a call each), same arithmetic
         for rids, c in groups:
             a = chunk_audio[c]
@@ -340,7 +386,7 @@ class _Emitter:
                         if self.think_s is not None:  # a listener: after the reply has played, and thought
                             q.pause = max(out, q.play_end) + self.think_s - out
                         self.arrivals.add(out + q.pause, q.stream)
-        self.loop_free = loop_free
+        self.loop.free = loop_free
         return done, now, debt
 
 
@@ -372,7 +418,7 @@ def _one_run(
         warmup = streams if streams else max(10, n_requests // 10)
         # A closed loop is measured over at least one full wave of its streams after the warm-up one.
         n_requests = max(n_requests, streams)
-    arrivals = Arrivals(load, np.random.default_rng(seed))
+    arrivals = Arrivals(load, np.random.default_rng(seed), EventLoop.of(engine))
     b0 = min(streams, maxb)  # one request's service time, to stagger a closed loop's streams over
     service = (
         w.steps * float(sm.step(b0, b0 * (w.prompt_tokens + w.steps / 2)))
@@ -395,6 +441,7 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     rows = _Rows(chunk_plan(w)[0])
     starts, event_steps, requests, heap = rows.starts, rows.event_steps, arrivals.requests, arrivals.heap
     emitter = _Emitter(engine, arrivals, rows, measured)
+    loop = arrivals.loop
     waiting: deque[int] = deque()
     now = idle = debt = step_time = 0.0  # debt: hand-off seconds still to share the CPU with
     done = steps = batch_steps = 0
@@ -404,6 +451,8 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     while done < n_measured:
         if heap and heap[0][0] <= now:
             arrivals.due(now, waiting)
+            debt += loop.owed  # the requests it took in, on the engine's CPU
+            loop.owed = 0.0
         if waiting and len(starts) < maxb:
             joining = []
             while waiting and len(starts) + len(joining) < maxb:

@@ -77,11 +77,16 @@ DEFAULT_T_ROW_SOURCE = (
 # hand-offs after the audio call returns. Measured as the CPU seconds of `ttsperf serve`'s event
 # loop thread per chunk sent (its per-request work included, 8 chunks per request): 0.26-0.53 ms
 # at the ten points of two runs of benchmarks/plan_accuracy.py on tiny (docs/VALIDATION.md).
-DEFAULT_T_CHUNK_S = 0.36e-3
-DEFAULT_T_CHUNK_SOURCE = (
-    "measured: ttsperf serve's event-loop CPU per streamed chunk on a 2-vCPU EPYC, median of the "
-    "0.26-0.53 ms of benchmarks/plan_accuracy.py's points (docs/VALIDATION.md)"
+# benchmarks/loop_cost.py splits that work: 1.10 ms per request, charged at its intake (before
+# the engine can queue it), and 0.30 ms per chunk (docs/PERFORMANCE.md, "The event loop's work").
+DEFAULT_T_CHUNK_S = 0.30e-3
+DEFAULT_T_REQUEST_S = 1.10e-3
+_LOOP_COST = (
+    "a least-squares split of ttsperf serve's event-loop CPU over six runs of few- and many-chunk "
+    "replies on a 2-vCPU EPYC (benchmarks/loop_cost.py, docs/PERFORMANCE.md)"
 )
+DEFAULT_T_CHUNK_SOURCE = "measured: " + _LOOP_COST
+DEFAULT_T_REQUEST_SOURCE = "measured: " + _LOOP_COST
 # The scheduler's own host work per step, beyond the runner's step that a host profile times
 # (admission, emission, the row table): measured by `ttsperf profile` as host_per_step_s on tiny.
 DEFAULT_T_HOST_S = 0.37e-3
@@ -200,6 +205,9 @@ class StepModel:
     # GPU's host: only the chunks wait).
     t_chunk: float = DEFAULT_T_CHUNK_S
     chunk_serial: bool = False
+    # The same event loop's work per request received (HTTP, validation, the tokenizer), before
+    # the engine can queue it.
+    t_request: float = DEFAULT_T_REQUEST_S
 
     def roofline(self, batch, sum_context):
         """t_fixed + max(bytes/(BW MBU), flops/(peak MFU)) for `batch` rows holding `sum_context` tokens."""
@@ -297,6 +305,10 @@ def default_model(dtype: str, kv_per_token: float, bandwidth_gbs: float, peak_tf
             "t_host": Basis.sourced(f"{DEFAULT_T_HOST_S * 1e3:g} ms per step, {DEFAULT_T_HOST_SOURCE}"),
             "t_chunk": Basis.sourced(
                 f"{DEFAULT_T_CHUNK_S * 1e3:g} ms per chunk, beside the engine, " + DEFAULT_T_CHUNK_SOURCE
+            ),
+            "t_request": Basis.sourced(
+                f"{DEFAULT_T_REQUEST_S * 1e3:g} ms per request taken in, beside the engine, "
+                + DEFAULT_T_REQUEST_SOURCE
             ),
             "mbu": Basis.sourced(f"{DEFAULT_MBU:.2f} ({DEFAULT_MBU_SOURCE})"),
             "mfu": Basis.sourced(f"{DEFAULT_MFU:.2f} ({DEFAULT_MFU_SOURCE})"),
