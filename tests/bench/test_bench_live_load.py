@@ -232,3 +232,17 @@ def test_a_listener_sends_its_next_request_when_the_reply_has_played_and_it_has_
     for before, after in zip(records, records[1:], strict=False):
         assert after.t_send >= playback_end(before) + think - 1e-3
         assert after.t_send - (playback_end(before) + think) < 0.1  # and not much later
+
+
+def test_a_user_is_a_listener_who_asks_again_when_the_reply_has_played(server_factory):
+    """--users 1 against a real server: each request leaves once the previous reply has played
+    (think 0 s), not the moment it arrived as --concurrency 1 sends."""
+    from ttsperf.bench.metrics import playback_end
+
+    srv = server_factory(slots=1, service_time=0.02)
+    p = bench(srv.url, users=[1], requests=4)
+    assert p.points[0].successes == 4 and p.points[0].strategy.think_s == 0.0
+    records = sorted((r for r in p.records if not r.warmup), key=lambda r: r.t_send)
+    for before, after in zip(records, records[1:], strict=False):
+        assert after.t_send >= playback_end(before) - 1e-3
+        assert after.t_send - playback_end(before) < 0.1

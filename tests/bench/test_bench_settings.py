@@ -124,3 +124,26 @@ def test_think_time_belongs_to_a_closed_loop_of_listeners(kw, match):
     ok = BenchSettings(urls=["http://127.0.0.1:1"], concurrency=[2, 4], think_time=0.5)
     ok.validate()
     assert [s.label for s in ok.strategies()] == ["concurrent@2,think0.5s", "concurrent@4,think0.5s"]
+
+
+def test_users_are_a_closed_loop_of_listeners_who_think_0_s_unless_told():
+    users = BenchSettings(urls=["http://127.0.0.1:1"], users=[2, 8])
+    users.validate()
+    assert [s.label for s in users.strategies()] == ["concurrent@2,think0s", "concurrent@8,think0s"]
+    thinking = BenchSettings(urls=["http://127.0.0.1:1"], users=[3], think_time=2.0)
+    assert [s.label for s in thinking.strategies()] == ["concurrent@3,think2s"]
+    back_to_back = BenchSettings(urls=["http://127.0.0.1:1"], concurrency=[3])
+    assert [s.label for s in back_to_back.strategies()] == ["concurrent@3"]  # not listeners
+
+
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"users": [2], "concurrency": [2]}, "--users and --concurrency: choose one"),
+        ({"users": [2], "rate": [1.0]}, "--users and --rate: choose one"),
+        ({"users": [0]}, r"--users \[0\]: every value must be >= 1"),
+    ],
+)
+def test_users_refuse_a_second_load_or_no_user(kw, match):
+    with pytest.raises(UserError, match=match):
+        BenchSettings(urls=["http://127.0.0.1:1"], **kw).validate()

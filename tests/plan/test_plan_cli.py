@@ -250,7 +250,18 @@ def test_the_answer_comes_first_as_a_block_whose_commands_paste_whole():
 
     assert command("ttsperf serve") == rec["settings"]["serve_flags"]
     assert command("ttsperf bench") == rec["check"]
-    assert rec["check"].startswith("ttsperf bench URL --adapter openai --stream --concurrency")
+    assert rec["check"].startswith("ttsperf bench URL --adapter openai --stream --users")
     assert f"{rec['max_streams']} streams per GPU" in "\n".join(block)
+    # whose price the cost rests on, as --list-prices names it
+    assert rec["price"] and f"  price: {rec['price']}" in block
     # the legend follows the tables, and the long sentence is not printed again
     assert not any(line.startswith("realtime: realtime (") for line in lines)
+
+
+def test_users_plan_the_dialogue_scenarios_listeners_as_streams_do():
+    args = ["--scenario", "realtime", "--gpus", "T4", "--requests", "200", "--json"]
+    users = json.loads(run(*args, "--users", "100").output)["scenarios"][0]
+    streams = json.loads(run(*args, "--streams", "100").output)["scenarios"][0]
+    assert users["load"]["value"] == 100 and users["rows"] == streams["rows"]
+    refused = run(*args, "--users", "100", "--rate", "5")
+    assert refused.exit_code == 2 and "--users and --rate: expected one load" in refused.output

@@ -141,7 +141,7 @@ class _Bench:
 async def search(cfg: BenchSettings, one_point, run: BenchRun) -> None:
     """Drive the doubling/bisection search, one real load point per probe."""
     closed = not cfg.rate
-    values = cfg.concurrency if closed else cfg.rate
+    values = cfg.in_flight() if closed else cfg.rate
     start = float(min(values)) if values else 1.0
     limit = float(max(values)) if len(values) > 1 else (1024.0 if closed else 10_000.0)
     steps = search_steps(start, closed, limit)
@@ -150,7 +150,7 @@ async def search(cfg: BenchSettings, one_point, run: BenchRun) -> None:
         x = next(steps)
         while True:
             if closed:
-                s = Strategy(kind="concurrent", concurrency=int(x), think_s=cfg.think_time)
+                s = Strategy(kind="concurrent", concurrency=int(x), think_s=cfg.think_s())
             else:
                 s = Strategy(kind="rate", rate=x, arrival=cfg.arrival, max_concurrency=cfg.max_concurrency)
             point = await one_point(len(run.points), s)

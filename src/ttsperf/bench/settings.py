@@ -32,6 +32,11 @@ class BenchSettings(Layered):
         description="closed loop of listeners: each plays its reply as it arrives, then waits this many "
         "seconds before its next request (0: asks again when the reply has played)",
     )
+    users: list[int] = Field(
+        [],
+        description="closed loop of N users (listeners): each plays its reply as it arrives, thinks "
+        "--think-time seconds (default 0), then asks again; a list sweeps",
+    )
     rate: list[float] = Field([], description="open loop: requests/s; a list sweeps, e.g. 2,4,8")
     arrival: str = Field("poisson", description="open-loop arrivals: poisson | constant | gamma[:SHAPE]")
     max_concurrency: int | None = Field(None, description="open loop: cap on requests in flight")
@@ -90,11 +95,19 @@ class BenchSettings(Layered):
             check_url(u)
         if self.concurrency and self.rate:
             raise UserError("--concurrency and --rate: choose one (closed loop or open loop)")
+        if self.users and (self.concurrency or self.rate):
+            other = "--concurrency" if self.concurrency else "--rate"
+            raise UserError(
+                f"--users and {other}: choose one (--users N is --concurrency N --think-time S, "
+                "requests in flight that are listeners)"
+            )
         if any(c < 1 for c in self.concurrency):
             raise UserError(f"--concurrency {self.concurrency}: every value must be >= 1")
+        if any(u < 1 for u in self.users):
+            raise UserError(f"--users {self.users}: every value must be >= 1")
         if self.think_time is not None and (self.rate or not self.think_time >= 0):
             raise UserError(
-                f"--think-time {self.think_time:g}: expected seconds >= 0 with --concurrency "
+                f"--think-time {self.think_time:g}: expected seconds >= 0 with --concurrency or --users "
                 "(a closed loop's listeners; an open loop's arrivals do not wait for replies)"
             )
         if any(not r > 0 for r in self.rate):
@@ -140,6 +153,17 @@ class BenchSettings(Layered):
             return [Strategy(kind="rate", rate=r, arrival=self.arrival, max_concurrency=self.max_concurrency)
                     for r in self.rate]  # fmt: skip
         return [
-            Strategy(kind="concurrent", concurrency=c, think_s=self.think_time)
-            for c in (self.concurrency or [1])
+            Strategy(kind="concurrent", concurrency=c, think_s=self.think_s())
+            for c in self.in_flight() or [1]
         ]
+
+    def in_flight(self) -> list[int]:
+        """A closed loop's sizes: --users or --concurrency (empty: an open loop, or neither given)."""
+        return self.users or self.concurrency
+
+    def think_s(self) -> float | None:
+        """A closed loop's think time: --think-time; users are listeners, 0 s unless it is given;
+        None: --concurrency's streams, back to back."""
+        if self.think_time is None and self.users:
+            return 0.0
+        return self.think_time

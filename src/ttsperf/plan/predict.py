@@ -190,7 +190,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             basis += f"; prompt {prompt_tokens} tokens (--prompt-tokens: the run does not say)"
     else:
         # --think-time: bench's listeners (`bench --concurrency N --think-time S`)
-        load = Load("streams", streams, s.think_time) if streams is not None else Load("rate", float(rate))
+        load = Load("streams", streams, s.think_s()) if streams is not None else Load("rate", float(rate))
     cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
     r = simulate(EngineModel.of(step, maxb, w), load, requests, seed, cold_start=cold)
     streamed = lk is None or lk.streamed

@@ -28,6 +28,11 @@ class PlanSettings(Layered):
     scenario: str | None = Field(None, description="realtime | offline | concurrency (default: all three).")
     streams: int | None = Field(None, description="Target load: N concurrent streams (closed loop).")
     rate: float | None = Field(None, description="Target load: R requests/s (Poisson).")
+    users: int | None = Field(
+        None,
+        description="Target load as people count it: N users, each a listener who plays its reply, "
+        "thinks --think-time seconds (default 0) and asks again (--streams N of listeners).",
+    )
     like: str | None = Field(
         None,
         description="--predict: a bench run (run.json or the folder bench -o wrote): its load, "
@@ -117,6 +122,7 @@ class PlanSettings(Layered):
 
     def check(self) -> PlanSettings:
         """The load, workload and engine flags plan and plan --predict share, each named if wrong."""
+        self._users_as_streams()
         if self.streams is not None and self.rate is not None:
             raise UserError("--streams and --rate: expected one load, found both")
         if self.streams is not None and self.streams <= 0:
@@ -144,8 +150,30 @@ class PlanSettings(Layered):
             resolve(self.lang)  # an unknown language is named here, before minutes of planning
         return self
 
+    def _users_as_streams(self) -> None:
+        """--users N is --streams N of listeners (think_s says 0 s for them)."""
+        if self.users is None:
+            return
+        if self.rate is not None or self.streams not in (None, self.users):
+            raise UserError(
+                "--users and --" + ("rate" if self.rate is not None else "streams")
+                + ": expected one load (--users N is --streams N of listeners)"
+            )  # fmt: skip
+        if self.users <= 0:
+            raise UserError(f"--users: expected a positive number of users, found {self.users}")
+        self.streams = self.users
+
+    def think_s(self) -> float | None:
+        """A closed loop's think time: --think-time; users are listeners, 0 s unless it is given;
+        None: --predict --streams's streams, back to back (plan's dialogue scenarios default to
+        listeners themselves)."""
+        if self.think_time is None and self.users is not None:
+            return 0.0
+        return self.think_time
+
     def for_predict(self) -> PlanSettings:
         """--predict: one device at one load; the settings it does not use said so, not ignored."""
+        self._users_as_streams()
         unused = [
             name for name in ("scenario", "slo", "catalog", "prices", "price", "slot_tokens", "own",
                               "electricity", "memory_at", "fx")
