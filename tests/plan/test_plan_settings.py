@@ -60,7 +60,7 @@ def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names
     lo, hi = rec["max_streams_range"]
     assert f"{rec['max_streams']} streams per GPU ({lo}-{hi} over the overhead's sourced range" in text
     assert rec["max_streams"] == best["max_streams"] and rec["usd_per_hour"] == best["usd_per_hour"]
-    load = f"--concurrency {best['max_streams']} --think-time 0 --requests 400"
+    load = f"--users {best['max_streams']} --requests 400"  # listeners: bench's users, think 0 s
     assert f"`ttsperf bench URL --adapter openai --stream {load} --slo {sc['slo']['spec']}`" in text
 
 

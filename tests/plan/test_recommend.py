@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from ttsperf.plan.api import make_plan
-from ttsperf.plan.recommend import measured, recommend, setting_words
+from ttsperf.plan.recommend import bench_command, measured, recommend, setting_words
 from ttsperf.plan.scenarios import SCENARIOS
 from ttsperf.plan.schema import Basis, PlanRow, RowSettings
 from ttsperf.plan.simulate import Load
@@ -37,6 +37,24 @@ def test_the_cheapest_fleet_meeting_the_slo_wins():
     assert rec.max_streams_range == [10, 40] and rec.gpus_needed_range == [3, 10]
     assert rec.settings is not None and rec.settings.mode == "cuda-graphs" and not rec.measured
     assert sentence.startswith("realtime (") and sentence.endswith("; basis.")
+
+
+def test_cards_meeting_it_without_a_price_are_named_beside_the_answer():
+    rows = [row("A", 50, 2.0), row("B", 20, 0.5), row("owned", 40, None)]
+    rec = recommend(REALTIME, Load("streams", 100), rows, "basis")[1]
+    assert rec is not None and rec.gpu == "B" and rec.unpriced == ["owned"]
+    assert rec.price is None  # prices given by hand here, not a catalog's: no source to name
+    # none priced: the fewest GPUs win, and the answer does not list itself as unpriced
+    unpriced = recommend(REALTIME, Load("streams", 100), [row("X", 50, None), row("Y", 20, None)], "b")[1]
+    assert unpriced is not None and unpriced.gpu == "X" and unpriced.unpriced == ["Y"]
+
+
+def test_the_gpu_range_holds_the_count_a_missed_slo_raised():
+    # 20 streams per GPU -> 5 GPUs, range 25-40 -> 3-4 GPUs; a run that missed at 20 per GPU
+    # made it 6 (rows._meeting): the range must hold 6, not end below it
+    rows = [row("B", 20, 0.5, gpus_needed=6, usd_per_hour=3.0, max_streams_range=[25, 40])]
+    rec = recommend(REALTIME, Load("streams", 100), rows, "basis")[1]
+    assert rec is not None and rec.gpus_needed == 6 and rec.gpus_needed_range == [3, 6]
 
 
 def test_equal_cost_prefers_fewer_gpus_then_the_lower_tail():
@@ -91,3 +109,16 @@ def test_offline_capacity_is_saturated_throughput_and_cheapest_per_audio_hour_wi
     assert sc.recommended is not None and sc.recommended.gpu == best.gpu
     assert all(r.max_rate_rps and r.max_rate_rps > 0 for r in sc.rows)
     assert all(r.binding == "throughput" for r in sc.rows)
+
+
+def test_the_check_runs_the_plans_streams_as_bench_runs_them():
+    from dataclasses import replace
+
+    best = row("B", 20, 0.5)
+    slo = " --slo ttfa_p99=300ms,underrun_p99=100ms"
+    listeners = bench_command(REALTIME, Load("streams", 100), best)
+    assert listeners == "ttsperf bench URL --adapter openai --stream --users 20 --requests 400" + slo
+    thinking = bench_command(replace(REALTIME, think_s=2.0), Load("streams", 100), best)
+    assert "--users 20 --think-time 2 --requests 400" in thinking
+    back_to_back = bench_command(replace(REALTIME, think_s=None), Load("streams", 100), best)
+    assert "--stream --concurrency 20 --requests 400" in back_to_back

@@ -1,10 +1,10 @@
 """A scenario's answer as a block of lines within a width: what a person reads first.
 
-The card and count with its cost, the `ttsperf serve` command on lines of its own (continued with
-a backslash, so it pastes whole), the streams per GPU with their range, what binds, whether the
-step times are measured or projected, the cards tied with it, and the `ttsperf bench` command
-that checks it. It is built from the plan's `recommended` object; a scenario without one says
-why in its sentence, wrapped.
+The card and count with its cost (whose price; the cards meeting it without one), the `ttsperf
+serve` command on lines of its own (continued with a backslash, so it pastes whole), the streams
+per GPU with their range, what binds, whether the step times are measured or projected, the
+cards tied with it, and the `ttsperf bench` command that checks it. It is built from the plan's
+`recommended` object; a scenario without one says why in its sentence, wrapped.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ttsperf.plan.money import money
 from ttsperf.plan.schema import ScenarioPlan
 
 INDENT = "  "
+UNPRICED_NAMED = 3
 
 
 def command_lines(cmd: str, width: int, indent: str = INDENT) -> list[str]:
@@ -58,6 +59,15 @@ def answer_lines(sc: ScenarioPlan, width: int = 80) -> list[str]:
         if rec.usd_per_audio_hour is not None:
             head += f" ({money(rec.usd_per_audio_hour, rec.currency)} per audio hour)"
     lines = [title, *wrap(head)]
+    if rec.price:
+        lines += wrap(f"price: {rec.price}")
+    if rec.unpriced:  # named, up to a few: --json lists them all
+        few = rec.unpriced[:UNPRICED_NAMED]
+        more = len(rec.unpriced) - len(few)
+        lines += wrap(
+            f"also meeting it, without a price: {', '.join(few)}"
+            + (f" and {more} more (--json lists them)" if more else "")
+        )
     if rec.settings is not None:
         lines += command_lines(rec.settings.serve_flags, width)
     streams = sc.load["kind"] == "streams"

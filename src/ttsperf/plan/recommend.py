@@ -99,6 +99,8 @@ def recommend(
         measured=measured(best),
         tied_with=tied_priced(best, [r for r in ok if getattr(r, scenario.objective) is not None]),
         check=check,
+        price=price_source(best, prices),
+        unpriced=[r.gpu for r in ok if getattr(r, scenario.objective) is None and r is not best],
     )
     return sentence, rec
 
@@ -123,8 +125,7 @@ def _cheapest(ok: list[PlanRow], key: str, prices: Mapping[str, Price]) -> tuple
     tail = f" (also meeting it but without a price: {', '.join(unpriced)})" if unpriced else ""
     if priced:
         best = min(priced, key=lambda r: (getattr(r, key), r.gpus_needed, r.p99_s or math.inf))
-        cur, basis = best.currency, best.basis.get("usd_per_gpu_hour")
-        rented = basis is not None and basis.kind == "sourced" and best.gpu in prices  # not owned
+        cur, source = best.currency, price_source(best, prices)
         tied = tied_priced(best, priced)
         ties = (
             f" (tied with {', '.join(tied)}: capacities within the search's {RESOLUTION:.0%}, picked by cost)"
@@ -134,10 +135,18 @@ def _cheapest(ok: list[PlanRow], key: str, prices: Mapping[str, Price]) -> tuple
         return best, (
             f"{best.gpus_needed} x {best.gpu} at {money(best.usd_per_hour, cur)}/h "
             f"({money(best.usd_per_audio_hour, cur)} per audio hour) is the cheapest that meets it"
-            f"{ties}{tail}" + (f"; price: {prices[best.gpu].brief()}" if rented else "")
+            f"{ties}{tail}" + (f"; price: {source}" if source else "")
         )
     best = min(ok, key=lambda r: (r.gpus_needed, r.p99_s or math.inf))
     return best, f"no card that meets the SLO has a price; fewest GPUs: {best.gpus_needed} x {best.gpu}"
+
+
+def price_source(row: PlanRow, prices: Mapping[str, Price]) -> str | None:
+    """Whose price a row's cost rests on (provider, offer, date), when it is a catalog's rented
+    price; None for a price the user gave or a card without one."""
+    basis = row.basis.get("usd_per_gpu_hour")
+    rented = basis is not None and basis.kind == "sourced" and row.gpu in prices  # not owned
+    return prices[row.gpu].brief() if rented else None
 
 
 def tied_priced(best: PlanRow, rows: list[PlanRow]) -> list[str]:
@@ -179,11 +188,14 @@ def _details(best: PlanRow, target: Load, n_range: list[int] | None) -> list[str
 
 def bench_command(scenario: Scenario, target: Load, best: PlanRow) -> str:
     """The plan's own check: bench takes its SLO text unchanged."""
-    load_flag = (
-        f"--concurrency {best.max_streams}" if target.kind == "streams" else f"--rate {best.max_rate_rps:.3g}"
-    )
-    if target.kind == "streams" and scenario.think_s is not None:  # the plan's streams are listeners
-        load_flag += f" --think-time {scenario.think_s:g}"
+    if target.kind != "streams":
+        load_flag = f"--rate {best.max_rate_rps:.3g}"
+    elif scenario.think_s is None:  # back to back
+        load_flag = f"--concurrency {best.max_streams}"
+    else:  # the plan's streams are listeners: bench's users (who think 0 s unless told)
+        load_flag = f"--users {best.max_streams}" + (
+            f" --think-time {scenario.think_s:g}" if scenario.think_s else ""
+        )
     # streamed, through the adapter whose API streams (bench refuses --stream with the others):
     # TTFA and underruns exist only for a stream; 400 requests: enough for a P99's interval to
     # have its high end (bench: n >= 368 at 95%)

@@ -106,14 +106,18 @@ def _meeting(
 
 
 def gpus_range(target: Load, r: PlanRow) -> list[int] | None:
-    """GPUs needed at the high and low ends of a row's capacity range (low capacity -> more GPUs)."""
+    """GPUs needed at the high and low ends of a row's capacity range (low capacity -> more GPUs),
+    widened to hold the row's own count (which _meeting may have raised past the range's end)."""
     span = r.max_streams_range or r.max_rate_range
     if span is None:
         return None
     lo, hi = span
     if not lo:
         return None
-    return [per_gpu(target, hi)[1], per_gpu(target, lo)[1]]
+    fewest, most = per_gpu(target, hi)[1], per_gpu(target, lo)[1]
+    if r.gpus_needed is not None:
+        fewest, most = min(fewest, r.gpus_needed), max(most, r.gpus_needed)
+    return [fewest, most]
 
 
 def serve_flags(c: Candidate, dtype: str, device: str) -> str:

@@ -168,6 +168,10 @@ class Recommended(BaseModel):
         default_factory=list, description="priced cards as good within the search's resolution, costing more"
     )
     check: str | None = Field(None, description="the `ttsperf bench` command that checks the answer")
+    price: str | None = Field(None, description="whose price the cost rests on: provider, offer, date read")
+    unpriced: list[str] = Field(
+        default_factory=list, description="cards that meet the SLO too but have no price to compare"
+    )
 
 
 class ScenarioPlan(BaseModel):

@@ -115,12 +115,18 @@ def prediction_section(path: Path, pred: Prediction, runs: list[tuple[Path, Benc
                 ).format(file=bench_path, load=run.points[i].label, why=why)
             )
     if not same_load:
-        flag = "--concurrency" if closed else "--rate"
+        think = load.get("think_s")
+        if not closed:
+            flags = f"--rate {load['value']:g}"
+        elif think is None:  # back to back
+            flags = f"--concurrency {load['value']:g}"
+        else:  # listeners: bench's users
+            flags = f"--users {load['value']:g}" + (f" --think-time {float(think):g}" if float(think) else "")
         sec.say(
             _(
                 "No bench point among the inputs ran this load: "
                 "`{command}` against the same server measures it."
-            ).format(command=f"ttsperf bench URL {flag} {load['value']:g}")
+            ).format(command=f"ttsperf bench URL {flags}")
         )
     n = pred.prediction
     for bench_path, run, i in matches:

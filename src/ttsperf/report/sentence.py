@@ -83,16 +83,19 @@ def _range(rec: Recommended, streams: bool) -> str | None:
     return text
 
 
-def _check(sc: ScenarioPlan, row: PlanRow | None) -> str | None:
-    """The bench command that checks the plan's answer (plan's own sentence ends with it)."""
+def _check(sc: ScenarioPlan, rec: Recommended, row: PlanRow | None) -> str | None:
+    """The bench command that checks the plan's answer (plan's own sentence ends with it): the
+    plan's own (`recommended.check`), else built as plan builds it, for a plan written before."""
     if not sc.slo.limits or row is None:
         return None
-    if sc.load["kind"] == "streams":
-        load = f"--concurrency {row.max_streams}"
-        if (think := sc.load.get("think_s")) is not None:  # the plan's streams are listeners
-            load += f" --think-time {float(think):g}"
-    else:
+    if rec.check:
+        return _("check it with `{command}`").format(command=rec.check)
+    if sc.load["kind"] != "streams":
         load = f"--rate {row.max_rate_rps:.3g}"
+    elif (think := sc.load.get("think_s")) is None:  # back to back
+        load = f"--concurrency {row.max_streams}"
+    else:  # the plan's streams are listeners: bench's users (who think 0 s unless told)
+        load = f"--users {row.max_streams}" + (f" --think-time {float(think):g}" if float(think) else "")
     stream = " --adapter openai --stream" if any(k.startswith(READS_A_STREAM) for k in sc.slo.limits) else ""
     command = f"ttsperf bench URL{stream} {load} --requests 400 --slo {sc.slo.spec}"
     return _("check it with `{command}`").format(command=command)
@@ -139,6 +142,6 @@ def sentence(sc: ScenarioPlan) -> str:
         if rec.measured
         else _("projected, not measured on this card: run `ttsperf profile` on it")
     )
-    if (check := _check(sc, row)) is not None:
+    if (check := _check(sc, rec, row)) is not None:
         parts.append(check)
     return _("{head}: {body}.").format(head=head_text(sc), body=_("; ").join(parts))
