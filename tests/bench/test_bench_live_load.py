@@ -246,3 +246,20 @@ def test_a_user_is_a_listener_who_asks_again_when_the_reply_has_played(server_fa
     for before, after in zip(records, records[1:], strict=False):
         assert after.t_send >= playback_end(before) - 1e-3
         assert after.t_send - playback_end(before) < 0.1
+
+
+def test_a_ramp_up_starts_the_senders_one_after_another_in_each_phase(server_factory):
+    """--ramp-up 0.6 with 4 senders: the first request of sender k leaves at k x 0.15 s into each
+    phase (the warm-up, then the measured one once the warm-up has drained); without it, all four
+    leave together."""
+    srv = server_factory(slots=0, service_time=0.5)  # every sender's first reply outlasts the ramp
+    c, ramp = 4, 0.6
+    run = bench(srv.url, concurrency=[c], ramp_up=ramp, warmup=c, requests=c)
+    assert run.points[0].strategy.label == "concurrent@4,ramp0.6s"
+    for warm in (True, False):
+        sends = sorted(r.t_send for r in run.records if r.warmup is warm)
+        offsets = np.array(sends) - sends[0]
+        assert offsets == pytest.approx([k * ramp / c for k in range(c)], abs=0.04)
+    at_once = bench(srv.url, concurrency=[c], requests=c)
+    sends = sorted(r.t_send for r in at_once.records)
+    assert sends[-1] - sends[0] < 0.04

@@ -136,6 +136,28 @@ def test_users_are_a_closed_loop_of_listeners_who_think_0_s_unless_told():
     assert [s.label for s in back_to_back.strategies()] == ["concurrent@3"]  # not listeners
 
 
+def test_a_ramp_up_is_a_closed_loops_and_is_named_in_its_label():
+    ramped = BenchSettings(urls=["http://127.0.0.1:1"], users=[8], ramp_up=4.0)
+    ramped.validate()
+    assert [s.label for s in ramped.strategies()] == ["concurrent@8,think0s,ramp4s"]
+    assert ramped.strategies()[0].ramp_s == 4.0
+    at_once = BenchSettings(urls=["http://127.0.0.1:1"], concurrency=[8])
+    assert at_once.strategies()[0].ramp_s is None and at_once.strategies()[0].label == "concurrent@8"
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"rate": [1.0], "ramp_up": 2.0},
+        {"concurrency": [4], "ramp_up": -1.0},
+        {"users": [4], "ramp_up": float("nan")},
+    ],
+)
+def test_a_ramp_up_refuses_an_open_loop_and_a_negative_time(kw):
+    with pytest.raises(UserError, match="--ramp-up .*: expected seconds >= 0 with --concurrency or --users"):
+        BenchSettings(urls=["http://127.0.0.1:1"], **kw).validate()
+
+
 @pytest.mark.parametrize(
     "kw, match",
     [

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import shlex
@@ -60,7 +61,9 @@ def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names
     lo, hi = rec["max_streams_range"]
     assert f"{rec['max_streams']} streams per GPU ({lo}-{hi} over the overhead's sourced range" in text
     assert rec["max_streams"] == best["max_streams"] and rec["usd_per_hour"] == best["usd_per_hour"]
-    load = f"--users {best['max_streams']} --requests 400"  # listeners: bench's users, think 0 s
+    # listeners: bench's users (think 0 s), started over one cycle: at least their 8 s of audio
+    cycle = max(8, math.ceil(best["p50_s"]))
+    load = f"--users {best['max_streams']} --ramp-up {cycle} --requests 400"
     assert f"`ttsperf bench URL --adapter openai --stream {load} --slo {sc['slo']['spec']}`" in text
 
 

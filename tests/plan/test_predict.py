@@ -187,6 +187,11 @@ def test_a_card_without_a_profile_is_predicted_in_the_servers_mode_from_the_host
         ({"gpus": "RTX 4090", "users": 4, "rate": 1.0}, "--users and --rate: expected one load"),
         ({"gpus": "RTX 4090", "users": 4, "streams": 8}, "--users and --streams: expected one load"),
         ({"gpus": "RTX 4090", "users": 0}, "--users: expected a positive number of users"),
+        (
+            {"gpus": "RTX 4090", "rate": 2.0, "ramp_up": 4.0},
+            "--ramp-up 4: expected seconds >= 0 with --streams",
+        ),
+        ({"gpus": "RTX 4090", "users": 4, "ramp_up": -1.0}, "--ramp-up -1: expected seconds >= 0"),
     ],
 )
 def test_a_mode_or_think_time_that_cannot_apply_is_refused(kw, message):
@@ -215,3 +220,23 @@ def test_a_streamed_prediction_reports_underruns_and_they_grow_past_real_time(pr
         "--profile", str(profile_file(device="RTX 4090")), "--predict", "--streams", "4", "--max-batch", "8"
     )
     assert "underrun    P99 0.000 s" in shown.output
+
+
+def test_the_plans_check_is_predicted_as_printed_ramp_and_all():
+    """The realtime check of README's plan (227 users on an RTX 3090, graphs, 16-step first chunk):
+    started at once, their first requests arrive as one wave and its first chunks queue behind
+    each other, far over the 300 ms the plan met; started over one cycle (--ramp-up 8, what the
+    check prints), TTFA P99 is back near the plan's steady state."""
+    kw = dict(gpus="RTX 3090", mode="cuda-graphs", first_chunk_steps=16, users=227, requests=400)
+    at_once, ramped = predict(**kw), predict(**kw, ramp_up=8.0)
+    assert ramped.load == {"kind": "closed loop", "value": 227.0, "think_s": 0.0, "ramp_s": 8.0}
+    assert at_once.prediction.ttfa_p50_s > 0.3 > ramped.prediction.ttfa_p99_s
+    assert ramped.as_load().ramp_s == 8.0 and at_once.as_load().ramp_s == 0.0
+
+
+def test_ramp_up_and_like_are_a_predictions_not_a_plans():
+    from ttsperf.errors import UserError
+    from ttsperf.plan.api import make_plan
+
+    with pytest.raises(UserError, match="--ramp-up: a bench run's load, used with --predict only"):
+        make_plan(scenario="realtime", gpus="T4", ramp_up=8.0, requests=100)

@@ -68,3 +68,37 @@ def test_a_file_that_is_not_a_bench_run_is_named(tmp_path):
     plan.write_text('{"schema": "ttsperf.plan", "points": []}', encoding="utf-8")
     with pytest.raises(UserError, match=r"--like .*plan.json: schema 'ttsperf.plan', expected a bench run"):
         predict(gpus="RTX 4090", like=str(plan))
+
+
+def test_a_ramped_run_is_predicted_ramped_and_its_flags_read_back(mock_url, tmp_path):
+    """like() reads a run's ramp-up; bench_flags writes the prediction's load back as the flags
+    that ran it (the check a report names)."""
+    from ttsperf.plan.like import bench_flags
+
+    run, path = _run(mock_url, tmp_path, "ramped", adapter="openai", stream=True, users=[3], ramp_up=0.3,
+                     requests=6)  # fmt: skip
+    assert run.points[0].strategy.label == "concurrent@3,think0s,ramp0.3s"
+    p = predict(gpus="RTX 4090", like=str(path))
+    assert p.load == {"kind": "closed loop", "value": 3.0, "think_s": 0.0, "ramp_s": 0.3}
+    assert bench_flags(p.as_load()) == "--users 3 --ramp-up 0.3"
+    flags = bench_flags(p.as_load()).split()
+    again = BenchSettings(urls=[mock_url], users=[int(flags[1])], ramp_up=float(flags[3]))
+    assert [s.label for s in again.strategies()] == [run.points[0].strategy.label]
+
+
+@pytest.mark.parametrize(
+    ("load", "flags"),
+    [
+        (("rate", 3.5), "--rate 3.5"),
+        (("constant", 2.0), "--rate 2 --arrival constant"),
+        (("streams", 4.0), "--concurrency 4"),
+        (("streams", 4.0, None, 2.0), "--concurrency 4 --ramp-up 2"),
+        (("streams", 7.0, 0.0), "--users 7"),
+        (("streams", 7.0, 1.5, 8.0), "--users 7 --think-time 1.5 --ramp-up 8"),
+    ],
+)
+def test_bench_flags_name_each_load_as_bench_takes_it(load, flags):
+    from ttsperf.plan.like import bench_flags
+    from ttsperf.plan.simulate import Load
+
+    assert bench_flags(Load(*load)) == flags

@@ -306,3 +306,24 @@ def test_a_card_three_times_faster_carries_more_listeners_though_each_join_stall
 
     slow, fast = engine(1.0), engine(3.0)
     assert cap(fast, 0.0) > cap(slow, 0.0)
+
+
+def test_a_ramp_up_starts_a_cold_starts_streams_one_gap_apart_and_frays_the_wave():
+    """bench --ramp-up R with N streams: stream k sends its first request at k R / N. Ramped over
+    one reply, each first chunk waits for no other's hand-off and the intake of a wave does not
+    pile up in front of the first audio."""
+    t, h, i = 0.01, 2e-3, 2e-3
+    e = constant_engine(t, steps=48, max_batch=8, prefill_s=0.0)
+    e.handoff_s, e.intake_s = h, i
+    at_once = simulate(e, Load("streams", 8), n_requests=8, cold_start=True)
+    ramp = 47 * t  # one reply
+    ramped_load = Load("streams", 8, ramp_s=ramp)
+    assert ramped_load.label() == "8 streams (ramp 0.47 s)"
+    ramped = simulate(e, ramped_load, n_requests=8, cold_start=True)
+    assert ramped.ttfa_p99 < at_once.ttfa_p50  # no request waits for the wave
+    assert ramped.ttfa_p99 == pytest.approx(i + 23 * t + h, rel=0.3)  # about alone: intake, steps, hand-off
+    from ttsperf.plan.simulate import Arrivals
+
+    arrivals = Arrivals(ramped_load, np.random.default_rng(0))
+    arrivals.start(8, cold_start=True, service_s=0.0)
+    assert [q.arrival for q in arrivals.requests] == pytest.approx([k * ramp / 8 for k in range(8)])

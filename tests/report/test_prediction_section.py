@@ -50,6 +50,9 @@ def test_a_prediction_without_a_bench_point_of_its_load_says_how_to_measure_it(r
     users = predict(gpus="RTX 4090", users=7, think_time=1.5, max_batch=4, requests=20)
     said = prediction_section(results, users, [(run, BenchRun.read(run))]).blocks[1]
     assert "`ttsperf bench URL --users 7 --think-time 1.5`" in said
+    ramped = predict(gpus="RTX 4090", users=7, ramp_up=3.0, max_batch=4, requests=20)
+    said = prediction_section(results, ramped, [(run, BenchRun.read(run))]).blocks[1]
+    assert "`ttsperf bench URL --users 7 --ramp-up 3`" in said  # started as predicted
 
 
 def test_a_prediction_of_other_work_is_not_compared_and_says_why(results):
@@ -64,3 +67,21 @@ def test_a_prediction_of_other_work_is_not_compared_and_says_why(results):
     said = " ".join(b for b in sec.blocks if isinstance(b, str))
     assert f"Not compared with {run}, concurrent@2: it ran other work (median audio" in said
     assert "predicted 8 s" in said and f"`ttsperf plan --predict --like {run}`" in said
+
+
+def test_a_prediction_started_otherwise_than_the_run_is_not_compared(results):
+    """The run's 2 streams all started at once; a prediction of them ramped up over 4 s is of
+    other work (the burst a ramp avoids is the TTFA the run measured)."""
+    from ttsperf.plan.predict import predict
+    from ttsperf.report.prediction_section import prediction_section
+
+    run = results / "bench" / "run.json"
+    like = predict(gpus="RTX 4090", streams=2, max_batch=2, like=str(run))
+    ramped = like.model_copy(update={"load": {**like.load, "ramp_s": 4.0}})
+    said = " ".join(
+        b
+        for b in prediction_section(results, ramped, [(run, BenchRun.read(run))]).blocks
+        if isinstance(b, str)
+    )
+    assert "it ran other work (ramp-up 0 s, predicted 4 s)" in said
+    assert _tables(prediction_section(results, like, [(run, BenchRun.read(run))]))  # as run: compared

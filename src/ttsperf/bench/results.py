@@ -118,12 +118,16 @@ class Strategy(BaseModel):
     max_concurrency: int | None = None
     # closed loop of listeners: each plays its reply, then waits this long before the next request
     think_s: float | None = None
+    # closed loop: its senders start one after another over this many seconds, not all at once
+    ramp_s: float | None = None
 
     @property
     def label(self) -> str:
         if self.kind == "concurrent":
-            return f"concurrent@{self.concurrency}" + (
-                "" if self.think_s is None else f",think{self.think_s:g}s"
+            return (
+                f"concurrent@{self.concurrency}"
+                + ("" if self.think_s is None else f",think{self.think_s:g}s")
+                + (f",ramp{self.ramp_s:g}s" if self.ramp_s else "")
             )
         cap = f",max{self.max_concurrency}" if self.max_concurrency else ""
         return f"{self.arrival}@{self.rate:g}/s{cap}"

@@ -228,9 +228,7 @@ class Runner:
         gc.disable()
         try:
             if strategy.kind == "concurrent":
-                await self._closed(
-                    point, strategy.concurrency or 1, requests, duration, warmup, first, strategy.think_s
-                )
+                await self._closed(point, strategy, requests, duration, warmup, first)
             else:
                 await self._open(point, strategy, requests, duration, warmup, seed, first)
             while self._checks:
@@ -241,37 +239,30 @@ class Runner:
         return self.records[start:]
 
     async def _closed(
-        self,
-        point: int,
-        c: int,
-        requests: int | None,
-        duration: float | None,
-        warmup: int,
-        first: int,
-        think_s: float | None = None,
+        self, point: int, s: Strategy, requests: int | None, duration: float | None, warmup: int, first: int
     ) -> None:
         # Warm-up is its own phase that drains before measuring starts: otherwise warm-up requests
         # would be served inside the measured window and deflate its throughput.
         if warmup:
-            await self._workers(point, c, first, first + warmup, None, warm=True, think_s=think_s)
+            await self._workers(point, s, first, first + warmup, None, warm=True)
         begin = first + warmup
         end = None if requests is None else begin + requests
-        await self._workers(point, c, begin, end, duration, warm=False, think_s=think_s)
+        await self._workers(point, s, begin, end, duration, warm=False)
 
     async def _workers(
-        self,
-        point: int,
-        c: int,
-        first: int,
-        end: int | None,
-        duration: float | None,
-        warm: bool,
-        think_s: float | None = None,
+        self, point: int, s: Strategy, first: int, end: int | None, duration: float | None, warm: bool
     ) -> None:
+        """A closed loop's phase: its senders, each sending its next request when its reply is
+        done (a listener: when it has played, and the user has thought). Without a ramp every
+        sender starts at once: one wave, which equal replies keep in step."""
+        c, think_s = s.concurrency or 1, s.think_s
         state = {"next": first}
         deadline = None if duration is None else self.now() + duration
+        gap = (s.ramp_s or 0.0) / c
 
-        async def worker() -> None:
+        async def worker(k: int) -> None:
+            if gap:
+                await asyncio.sleep(k * gap)
             while True:
                 i = state["next"]
                 if (end is not None and i >= end) or (deadline is not None and self.now() >= deadline):
@@ -282,7 +273,7 @@ class Runner:
                 if think_s is not None:  # a listener: the reply plays out, then the user thinks
                     await asyncio.sleep(max(0.0, playback_end(rec) + think_s - self.now()))
 
-        await asyncio.gather(*(worker() for _ in range(c)))
+        await asyncio.gather(*(worker(k) for k in range(c)))
 
     async def _open(
         self,

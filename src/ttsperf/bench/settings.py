@@ -37,6 +37,11 @@ class BenchSettings(Layered):
         description="closed loop of N users (listeners): each plays its reply as it arrives, thinks "
         "--think-time seconds (default 0), then asks again; a list sweeps",
     )
+    ramp_up: float = Field(
+        0.0,
+        description="closed loop: start the N senders one after another over this many seconds, as "
+        "users arrive, not all in one wave (each phase: warm-up, measured); ~one request's cycle",
+    )
     rate: list[float] = Field([], description="open loop: requests/s; a list sweeps, e.g. 2,4,8")
     arrival: str = Field("poisson", description="open-loop arrivals: poisson | constant | gamma[:SHAPE]")
     max_concurrency: int | None = Field(None, description="open loop: cap on requests in flight")
@@ -110,6 +115,11 @@ class BenchSettings(Layered):
                 f"--think-time {self.think_time:g}: expected seconds >= 0 with --concurrency or --users "
                 "(a closed loop's listeners; an open loop's arrivals do not wait for replies)"
             )
+        if self.ramp_up and (self.rate or not self.ramp_up > 0):
+            raise UserError(
+                f"--ramp-up {self.ramp_up:g}: expected seconds >= 0 with --concurrency or --users "
+                "(a closed loop's senders starting one after another; an open loop has no senders)"
+            )
         if any(not r > 0 for r in self.rate):
             raise UserError(f"--rate {self.rate}: every value must be > 0 requests/s")
         parse_arrival(self.arrival)
@@ -153,7 +163,7 @@ class BenchSettings(Layered):
             return [Strategy(kind="rate", rate=r, arrival=self.arrival, max_concurrency=self.max_concurrency)
                     for r in self.rate]  # fmt: skip
         return [
-            Strategy(kind="concurrent", concurrency=c, think_s=self.think_s())
+            Strategy(kind="concurrent", concurrency=c, think_s=self.think_s(), ramp_s=self.ramp_up or None)
             for c in self.in_flight() or [1]
         ]
 

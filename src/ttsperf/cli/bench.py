@@ -29,6 +29,8 @@ Examples:
       -o runs/b1
   ttsperf bench http://127.0.0.1:8080 --find-max --slo e2e_p90=2s \\
       --requests 100
+  ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --users 8 \\
+      --ramp-up 2 --requests 40   # 8 listeners, started over 2 s
   ttsperf bench --settings ttsperf.toml   # the README's file: [bench] urls
 
 \b

@@ -366,6 +366,8 @@ def render_prediction(p: Prediction, console: Console) -> None:
     )
     if load.get("think_s") is not None:
         what += f" (listeners, think {load['think_s']:g} s)"
+    if load.get("ramp_s"):
+        what += f", started over {load['ramp_s']:g} s"
     lines = [
         ("throughput", f"{n.throughput_rps:.3f} req/s, {n.audio_seconds_per_s:.2f} audio s per s"),
         ("E2E", f"P50 {n.e2e_p50_s:.3f} s, P99 {n.e2e_p99_s:.3f} s"),

@@ -119,6 +119,9 @@ def make_plan(
     if settings is not None and fields:
         raise TypeError(f"make_plan: give settings or keyword arguments, not both ({', '.join(fields)})")
     s = (settings or PlanSettings.build(**fields)).check()
+    predict_only = [f for f, v in (("--like", s.like), ("--ramp-up", s.ramp_up)) if v is not None]
+    if predict_only:
+        raise UserError(f"{', '.join(predict_only)}: a bench run's load, used with --predict only")
     first_chunk_steps = s.first_chunk()
     names = [s.scenario] if s.scenario else list(SCENARIOS)
     for n in names:
@@ -315,7 +318,9 @@ def plan_scenarios(
     for j, (scenario, load) in enumerate(work):
         rows = [r[j] for r in rows_of]
         mark_ties(rows)
-        sentence, rec = recommend(scenario, load, rows, basis_note, ctx.catalog.prices)
+        sentence, rec = recommend(
+            scenario, load, rows, basis_note, ctx.workload.audio_seconds, ctx.catalog.prices
+        )
         plans.append(
             ScenarioPlan(
                 scenario=scenario.name,

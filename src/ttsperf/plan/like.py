@@ -1,10 +1,11 @@
 """`plan --predict --like RUN`: the load and the workload of a bench run, as a prediction takes them.
 
 A prediction is held against a measurement only on the same work. A bench run records what it
-sent and what came back: its load (closed loop of N streams, listeners with a think time, or an
-open loop's rate and arrivals), its measured requests, whether it streamed, and per request the
-audio the server made and - from `ttsperf serve` - the prompt's length in tokens. `like` reads
-those and says where each number came from.
+sent and what came back: its load (closed loop of N streams, listeners with a think time, started
+at once or over a ramp-up, or an open loop's rate and arrivals), its measured requests, whether it
+streamed, and per request the audio the server made and - from `ttsperf serve` - the prompt's
+length in tokens. `like` reads those and says where each number came from; `bench_flags` writes
+a load back as bench's flags.
 """
 
 from __future__ import annotations
@@ -91,7 +92,7 @@ def like(path: str, streams: int | None = None, rate: float | None = None) -> Li
         index, point = _point(run, path, streams, rate)
         s = point["strategy"]
         if s["kind"] == "concurrent":
-            load = Load("streams", float(s["concurrency"] or 1), s.get("think_s"))
+            load = Load("streams", float(s["concurrency"] or 1), s.get("think_s"), s.get("ramp_s") or 0.0)
         else:
             arrival = (s.get("arrival") or "poisson").split(":")[0]
             if arrival not in ("poisson", "constant"):
@@ -122,3 +123,17 @@ def like(path: str, streams: int | None = None, rate: float | None = None) -> Li
     return Like(load=load, requests=int(point["requests"]), audio_seconds=audio_s,
                 prompt_tokens=round(statistics.median(tokens)) if tokens else None, streamed=streamed,
                 point=point["label"], how=how)  # fmt: skip
+
+
+def bench_flags(load: Load) -> str:
+    """The `ttsperf bench` flags that run `load`, the inverse of `like`: --rate R (Poisson, or
+    --arrival constant), --concurrency N (streams back to back) or --users N (listeners, who think
+    0 s unless --think-time says), and a closed loop's --ramp-up."""
+    if load.kind != "streams":
+        return f"--rate {load.value:.3g}" + (" --arrival constant" if load.kind == "constant" else "")
+    n = f"{load.value:g}"
+    if load.think_s is None:
+        flags = f"--concurrency {n}"
+    else:
+        flags = f"--users {n}" + (f" --think-time {load.think_s:g}" if load.think_s else "")
+    return flags + (f" --ramp-up {load.ramp_s:g}" if load.ramp_s else "")

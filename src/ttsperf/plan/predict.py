@@ -71,6 +71,13 @@ class Prediction(BaseModel):
     def dump(self) -> dict:
         return self.model_dump(by_alias=True)
 
+    def as_load(self) -> Load:
+        """The load it predicts, as the simulator (and bench_flags) take it."""
+        kind = {"closed loop": "streams", "poisson": "rate"}.get(str(self.load["kind"]), "constant")
+        think = self.load.get("think_s")
+        return Load(kind, float(self.load["value"]), None if think is None else float(think),
+                    float(self.load.get("ramp_s", 0.0)))  # fmt: skip
+
 
 def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Card, str, str, str, int]:
     """-> the card to simulate, the dtype, the model config, what the step model rests on and the
@@ -190,7 +197,11 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             basis += f"; prompt {prompt_tokens} tokens (--prompt-tokens: the run does not say)"
     else:
         # --think-time: bench's listeners (`bench --concurrency N --think-time S`)
-        load = Load("streams", streams, s.think_s()) if streams is not None else Load("rate", float(rate))
+        load = (
+            Load("streams", streams, s.think_s(), s.ramp_up or 0.0)
+            if streams is not None
+            else Load("rate", float(rate))
+        )
     cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
     r = simulate(EngineModel.of(step, maxb, w), load, requests, seed, cold_start=cold)
     streamed = lk is None or lk.streamed
@@ -207,6 +218,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             else "constant",
             "value": load.value,
             **({"think_s": load.think_s} if load.think_s is not None else {}),
+            **({"ramp_s": load.ramp_s} if load.ramp_s else {}),
         },
         max_batch=maxb,
         engine=engine,

@@ -7,6 +7,7 @@ import math
 from collections.abc import Mapping
 
 from ttsperf.plan.catalog import Price
+from ttsperf.plan.like import bench_flags
 from ttsperf.plan.money import money
 from ttsperf.plan.rows import gpus_range
 from ttsperf.plan.scenarios import Scenario
@@ -63,7 +64,12 @@ def tie_groups(rows: list[PlanRow]) -> list[list[str]]:
 
 
 def recommend(
-    scenario: Scenario, target: Load, rows: list[PlanRow], basis_note: str, prices: Mapping[str, Price] = {}
+    scenario: Scenario,
+    target: Load,
+    rows: list[PlanRow],
+    basis_note: str,
+    audio_s: float,
+    prices: Mapping[str, Price] = {},
 ) -> tuple[str, Recommended | None]:
     """One sentence, and its numbers: the cheapest GPU meeting the SLO for the target load, at
     which setting, what binds and over what range (and whose price, from `prices`); or why there
@@ -78,7 +84,7 @@ def recommend(
     assert best.gpus_needed is not None
     n_range = gpus_range(target, best)
     parts = _details(best, target, n_range)
-    check = bench_command(scenario, target, best) if scenario.slo else None
+    check = bench_command(scenario, target, best, audio_s) if scenario.slo else None
     if check:
         parts.append(f"check it with `{check}`")
     sentence = f"{head}: {what}; " + "; ".join(parts) + f"; {basis_note}."
@@ -186,15 +192,20 @@ def _details(best: PlanRow, target: Load, n_range: list[int] | None) -> list[str
     return parts
 
 
-def bench_command(scenario: Scenario, target: Load, best: PlanRow) -> str:
-    """The plan's own check: bench takes its SLO text unchanged."""
+def bench_command(scenario: Scenario, target: Load, best: PlanRow, audio_s: float) -> str:
+    """The plan's own check: the row's most load as bench runs it, its SLO text unchanged.
+
+    A closed loop's users start one after another over about one cycle of theirs (a reply, its
+    playback and the thinking; bench --ramp-up): started at once, every user's request reaches the
+    server in one wave, which equal replies keep in step, and the first chunks of a whole wave
+    queue behind each other - a burst the plan's steady state never holds (docs/PLANNING.md)."""
     if target.kind != "streams":
-        load_flag = f"--rate {best.max_rate_rps:.3g}"
-    elif scenario.think_s is None:  # back to back
-        load_flag = f"--concurrency {best.max_streams}"
-    else:  # the plan's streams are listeners: bench's users (who think 0 s unless told)
-        load_flag = f"--users {best.max_streams}" + (
-            f" --think-time {scenario.think_s:g}" if scenario.think_s else ""
+        load = Load(target.kind, float(best.max_rate_rps or 0.0))
+    else:
+        e2e = best.p50_s or 0.0
+        cycle = e2e if scenario.think_s is None else max(e2e, audio_s) + scenario.think_s
+        load = Load(
+            "streams", float(best.max_streams or 0), scenario.think_s, float(max(1, math.ceil(cycle)))
         )
     # streamed, through the adapter whose API streams (bench refuses --stream with the others):
     # TTFA and underruns exist only for a stream; 400 requests: enough for a P99's interval to
@@ -202,4 +213,4 @@ def bench_command(scenario: Scenario, target: Load, best: PlanRow) -> str:
     stream = (
         " --adapter openai --stream" if any(k.startswith(("ttfa", "underrun")) for k in scenario.slo) else ""
     )
-    return f"ttsperf bench URL{stream} {load_flag} --requests 400 --slo {spec_of(scenario.slo)}"
+    return f"ttsperf bench URL{stream} {bench_flags(load)} --requests 400 --slo {spec_of(scenario.slo)}"

@@ -43,6 +43,11 @@ class PlanSettings(Layered):
         description="A dialogue stream is a listener: seconds it thinks after a reply has played, "
         "before its next request (default 0).",
     )
+    ramp_up: float | None = Field(
+        None,
+        description="--predict: the streams start one after another over this many seconds, as "
+        "`bench --ramp-up S` starts them (default: all at once, as bench does without it).",
+    )
     slo: str | None = Field(None, description="e.g. 'ttfa_p99=300ms,underrun_p99=100ms', 'p99=10s', 'none'.")
     gpus: str | None = Field(
         None, description='Cards to consider, e.g. "T4,RTX 3090,RTX 4090" (default: all).'
@@ -191,4 +196,9 @@ class PlanSettings(Layered):
             )
         if self.like is not None and self.streams is not None and self.rate is not None:
             raise UserError("--predict --like: --streams or --rate names the run's load point; give one")
+        if self.ramp_up is not None and (self.rate is not None or self.like or not self.ramp_up >= 0):
+            raise UserError(
+                f"--ramp-up {self.ramp_up:g}: expected seconds >= 0 with --streams or --users (a closed "
+                "loop's streams; --like takes the run's own ramp-up)"
+            )
         return self.check()

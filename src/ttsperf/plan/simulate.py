@@ -80,11 +80,17 @@ class Load:
     # --concurrency); a number is a listener who plays each reply as it arrives and sends the
     # next one this many seconds after it has played (bench --concurrency N --think-time S)
     think_s: float | None = None
+    # a cold start's streams start one after another over this many seconds (bench --ramp-up)
+    ramp_s: float = 0.0
 
     def label(self) -> str:
         if self.kind != "streams":
             return f"{self.value:.3g} req/s ({self.kind})"
-        return f"{self.value:g} streams" + ("" if self.think_s is None else f" (think {self.think_s:g} s)")
+        return (
+            f"{self.value:g} streams"
+            + ("" if self.think_s is None else f" (think {self.think_s:g} s)")
+            + (f" (ramp {self.ramp_s:g} s)" if self.ramp_s else "")
+        )
 
 
 @dataclass
@@ -254,11 +260,13 @@ class Arrivals:
         self.add(self._last_open, -1)
 
     def start(self, streams: int, cold_start: bool, service_s: float) -> None:
-        """The first arrivals: every stream at t = 0 (cold start), or staggered over one request's
-        service time so they do not march in lockstep, or an open loop's first."""
+        """The first arrivals: a cold start's streams as bench starts them (at t = 0, or one after
+        another over its ramp), or staggered over one request's service time so they do not march
+        in lockstep, or an open loop's first."""
         if streams and cold_start:
+            gap = self.load.ramp_s / streams
             for stream in range(streams):
-                self.add(0.0, stream)
+                self.add(stream * gap, stream)
         elif streams:
             for s, t0 in enumerate(np.sort(self.rng.uniform(0.0, service_s, streams))):
                 self.add(float(t0), s)
@@ -395,8 +403,9 @@ def simulate(
 ) -> SimResult:
     """Steady state by default: a warm-up is simulated and left out, a closed loop's streams start
     staggered. cold_start: what `bench` measures after its warm-up drains: an empty engine, a
-    closed loop's streams all sending at t = 0, the first n_requests sent measured, throughput
-    as completions over that span (Little's law needs a steady state)."""
+    closed loop's streams all sending at t = 0 (or one after another over load.ramp_s), the
+    first n_requests sent measured, throughput as completions over that span (Little's law
+    needs a steady state)."""
     if load.value <= 0:
         raise ValueError("load must be positive")
     if engine.max_batch < 1:

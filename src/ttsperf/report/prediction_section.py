@@ -20,7 +20,7 @@ from ttsperf.bench.metrics import dist
 from ttsperf.bench.quantiles import CONFIDENCE
 from ttsperf.bench.results import BenchRun, Dist, PointResult
 from ttsperf.i18n import _
-from ttsperf.plan.like import STREAMING
+from ttsperf.plan.like import STREAMING, bench_flags
 from ttsperf.plan.predict import Prediction
 from ttsperf.report.document import Section, Table, ms
 
@@ -55,6 +55,9 @@ def workload_mismatch(pred: Prediction, run: BenchRun, index: int) -> str | None
     think = run.points[index].strategy.think_s
     if think != pred.load.get("think_s"):
         reasons.append(f"think time {think}, predicted {pred.load.get('think_s')}")
+    ramp = run.points[index].strategy.ramp_s or 0.0
+    if ramp != pred.load.get("ramp_s", 0.0):
+        reasons.append(f"ramp-up {ramp:g} s, predicted {pred.load.get('ramp_s', 0.0):g} s")
     return "; ".join(reasons) or None
 
 
@@ -115,13 +118,7 @@ def prediction_section(path: Path, pred: Prediction, runs: list[tuple[Path, Benc
                 ).format(file=bench_path, load=run.points[i].label, why=why)
             )
     if not same_load:
-        think = load.get("think_s")
-        if not closed:
-            flags = f"--rate {load['value']:g}"
-        elif think is None:  # back to back
-            flags = f"--concurrency {load['value']:g}"
-        else:  # listeners: bench's users
-            flags = f"--users {load['value']:g}" + (f" --think-time {float(think):g}" if float(think) else "")
+        flags = bench_flags(pred.as_load())
         sec.say(
             _(
                 "No bench point among the inputs ran this load: "

@@ -9,7 +9,9 @@ and the numbers, units, card names and commands are the same.
 from __future__ import annotations
 
 from ttsperf.i18n import SOURCE, _, use
+from ttsperf.plan.like import bench_flags
 from ttsperf.plan.schema import PlanRow, Recommended, ScenarioPlan
+from ttsperf.plan.simulate import Load
 from ttsperf.report.answer import binding_text, cheapest_row, cost_text, row_of
 from ttsperf.report.cost_chart import is_gpu
 
@@ -91,11 +93,12 @@ def _check(sc: ScenarioPlan, rec: Recommended, row: PlanRow | None) -> str | Non
     if rec.check:
         return _("check it with `{command}`").format(command=rec.check)
     if sc.load["kind"] != "streams":
-        load = f"--rate {row.max_rate_rps:.3g}"
-    elif (think := sc.load.get("think_s")) is None:  # back to back
-        load = f"--concurrency {row.max_streams}"
-    else:  # the plan's streams are listeners: bench's users (who think 0 s unless told)
-        load = f"--users {row.max_streams}" + (f" --think-time {float(think):g}" if float(think) else "")
+        load = bench_flags(Load("rate", float(row.max_rate_rps or 0.0)))
+    else:  # the plan's streams: listeners (bench's users) where it says a think time
+        think = sc.load.get("think_s")
+        load = bench_flags(
+            Load("streams", float(row.max_streams or 0), None if think is None else float(think))
+        )
     stream = " --adapter openai --stream" if any(k.startswith(READS_A_STREAM) for k in sc.slo.limits) else ""
     command = f"ttsperf bench URL{stream} {load} --requests 400 --slo {sc.slo.spec}"
     return _("check it with `{command}`").format(command=command)
