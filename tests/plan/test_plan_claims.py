@@ -18,7 +18,12 @@ def doc() -> str:
 
 def _rows(dtype: str, memory_at: int):
     plan = make_plan(
-        gpus="RTX 3080,A100 40GB PCIe", scenario="offline", memory_at=memory_at, dtype=dtype, requests=100
+        gpus="RTX 3080,A100 40GB PCIe",
+        scenario="offline",
+        memory_at=memory_at,
+        dtype=dtype,
+        requests=100,
+        audio_seconds=8.0,  # the guide's "8 s clips": one length (prompt 64 tokens, the flag's default)
     )
     return plan, {r.gpu: r for r in plan.scenarios[0].rows}
 

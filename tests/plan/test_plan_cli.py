@@ -221,8 +221,8 @@ def test_slot_tokens_below_one_request_is_an_error():
     r = run("--gpus", "RTX 4090", "--slot-tokens", "100")
     assert r.exit_code == 2
     assert (
-        "--slot-tokens: expected at least the 439 tokens one request holds (64 prompt + 375 steps), found 100"
-        in r.output
+        "--slot-tokens: expected at least the 432 tokens the longest request holds (prompt + steps), "
+        "found 100" in r.output
     )
 
 
@@ -250,7 +250,7 @@ def test_the_answer_comes_first_as_a_block_whose_commands_paste_whole():
 
     assert command("ttsperf serve") == rec["settings"]["serve_flags"]
     assert command("ttsperf bench") == rec["check"]
-    assert rec["check"].startswith("ttsperf bench URL --adapter openai --stream --users")
+    assert rec["check"].startswith("ttsperf bench URL --adapter openai --stream --text-set zh-8s --users")
     assert f"{rec['max_streams']} streams per GPU" in "\n".join(block)
     # whose price the cost rests on, as --list-prices names it
     assert rec["price"] and f"  price: {rec['price']}" in block

@@ -42,7 +42,9 @@ def test_a_profiled_device_at_a_closed_loop_is_the_simulation_of_its_fitted_card
 
     cards = build_cards(load_catalog(), [(str(prof), load_profile(prof))], "fp16")
     card = next(c for c in cards if c.profiled)
-    engine = EngineModel.of(card.step, 16, Workload())
+    from ttsperf.textsets import lengths
+
+    engine = EngineModel.of(card.step, 16, Workload.mixed(lengths("zh-8s")))  # plan's default requests
     sim = simulate(engine, Load("streams", 16), n_requests=1000, cold_start=True)
     assert p.prediction.ttfa_p50_s == pytest.approx(sim.ttfa_p50, rel=1e-12)
     assert p.prediction.throughput_rps == pytest.approx(sim.window_rps, rel=1e-12)
@@ -63,7 +65,7 @@ def test_a_closed_loop_is_predicted_as_bench_runs_it(profile_file):
     """bench's N streams start together into an empty server: equal requests run in waves of N,
     and its req/s is the measured requests over [first sent, last answered]."""
     prof = str(profile_file(device="RTX 4090"))
-    one_wave = predict(profile=[prof], streams=16, max_batch=16, requests=16).prediction
+    one_wave = predict(profile=[prof], streams=16, max_batch=16, requests=16, audio_seconds=8.0).prediction
     # all 16 alike but for the server's event loop, one request after another: taking them in
     # (the later ones join a few steps late) and handing their last chunks out
     loop = 16 * (DEFAULT_T_REQUEST_S + DEFAULT_T_CHUNK_S) + 3 * one_wave.mean_step_s
@@ -71,7 +73,7 @@ def test_a_closed_loop_is_predicted_as_bench_runs_it(profile_file):
     assert one_wave.throughput_rps == pytest.approx(16 / one_wave.e2e_p99_s, rel=1e-3)
     assert one_wave.mean_batch == pytest.approx(16.0, rel=0.01)
     # 32 streams on 16 slots: the second wave waits for the first, the median between 1 and 2 waves
-    two = predict(profile=[prof], streams=32, max_batch=16, requests=32).prediction
+    two = predict(profile=[prof], streams=32, max_batch=16, requests=32, audio_seconds=8.0).prediction
     assert one_wave.e2e_p50_s < two.e2e_p50_s < 2.1 * one_wave.e2e_p50_s
     assert two.e2e_p99_s == pytest.approx(2 * one_wave.e2e_p99_s, rel=0.05)
 

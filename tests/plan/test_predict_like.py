@@ -42,7 +42,8 @@ def test_a_streamed_closed_loop_is_predicted_on_its_own_load_requests_and_audio(
     audio = statistics.median(r.audio_s for r in run.records if not r.warmup and r.ok)
     assert p.workload["audio_seconds"] == pytest.approx(audio)
     assert "point concurrent@4,think0s: 12 measured requests after 2 warm-up" in p.like
-    assert "prompt 64 tokens (--prompt-tokens: the run does not say)" in p.basis  # the mock sends none
+    # the mock sends none: the plan's default texts' mean (zh-8s)
+    assert "prompt 50 tokens (--prompt-tokens: the run does not say)" in p.basis
 
 
 def test_a_buffered_run_is_predicted_with_ttfa_the_whole_response(mock_url, tmp_path):
@@ -102,3 +103,17 @@ def test_bench_flags_name_each_load_as_bench_takes_it(load, flags):
     from ttsperf.plan.simulate import Load
 
     assert bench_flags(Load(*load)) == flags
+
+
+def test_a_run_of_many_lengths_is_predicted_on_its_own_lengths(mock_url, tmp_path):
+    """bench's mixed text set: short turns to paragraphs. The prediction draws each request's
+    length from the run's, so its mean audio is the run's and its P99 latency is a long
+    request's, far above P50 (one median length would make them equal)."""
+    run, path = _run(mock_url, tmp_path, "mixed", adapter="openai", stream=True, concurrency=[2],
+                     text_set="mixed", requests=40)  # fmt: skip
+    audio = [r.audio_s for r in run.records if not r.warmup and r.ok]
+    p = predict(gpus="RTX 4090", like=str(path), max_batch=2)
+    assert p.workload["audio_seconds"] == pytest.approx(statistics.fmean(audio), rel=1e-6)
+    assert p.workload["audio_max_s"] == pytest.approx(max(audio)) and p.workload["lengths"] == len(audio)
+    assert f"P99 {statistics.quantiles(audio, n=100, method='inclusive')[98]:.2f} s of 40 answered" in p.like
+    assert p.prediction.e2e_p99_s > 2 * p.prediction.e2e_p50_s

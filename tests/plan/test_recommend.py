@@ -31,7 +31,7 @@ def row(gpu: str, streams: int | None, usd: float | None, **kw) -> PlanRow:
 
 def test_the_cheapest_fleet_meeting_the_slo_wins():
     rows = [row("A", 50, 2.0), row("B", 20, 0.5), row("C", 0, 0.1)]  # 2 x 2.0 = 4; 5 x 0.5 = 2.5
-    sentence, rec = recommend(REALTIME, Load("streams", 100), rows, "basis", 8.0)
+    sentence, rec = recommend(REALTIME, Load("streams", 100), rows, "basis", (8.0, None))
     assert rec is not None and rec.gpu == "B" and rec.gpus_needed == 5
     assert rec.usd_per_hour == pytest.approx(2.5) and rec.binding == "underrun"
     assert rec.max_streams_range == [10, 40] and rec.gpus_needed_range == [3, 10]
@@ -41,13 +41,13 @@ def test_the_cheapest_fleet_meeting_the_slo_wins():
 
 def test_cards_meeting_it_without_a_price_are_named_beside_the_answer():
     rows = [row("A", 50, 2.0), row("B", 20, 0.5), row("owned", 40, None)]
-    rec = recommend(REALTIME, Load("streams", 100), rows, "basis", 8.0)[1]
+    rec = recommend(REALTIME, Load("streams", 100), rows, "basis", (8.0, None))[1]
     assert rec is not None and rec.gpu == "B" and rec.unpriced == ["owned"]
     assert rec.price is None  # prices given by hand here, not a catalog's: no source to name
     # none priced: the fewest GPUs win, and the answer does not list itself as unpriced
-    unpriced = recommend(REALTIME, Load("streams", 100), [row("X", 50, None), row("Y", 20, None)], "b", 8.0)[
-        1
-    ]
+    unpriced = recommend(
+        REALTIME, Load("streams", 100), [row("X", 50, None), row("Y", 20, None)], "b", (8.0, None)
+    )[1]
     assert unpriced is not None and unpriced.gpu == "X" and unpriced.unpriced == ["Y"]
 
 
@@ -55,37 +55,37 @@ def test_the_gpu_range_holds_the_count_a_missed_slo_raised():
     # 20 streams per GPU -> 5 GPUs, range 25-40 -> 3-4 GPUs; a run that missed at 20 per GPU
     # made it 6 (rows._meeting): the range must hold 6, not end below it
     rows = [row("B", 20, 0.5, gpus_needed=6, usd_per_hour=3.0, max_streams_range=[25, 40])]
-    rec = recommend(REALTIME, Load("streams", 100), rows, "basis", 8.0)[1]
+    rec = recommend(REALTIME, Load("streams", 100), rows, "basis", (8.0, None))[1]
     assert rec is not None and rec.gpus_needed == 6 and rec.gpus_needed_range == [3, 6]
 
 
 def test_equal_cost_prefers_fewer_gpus_then_the_lower_tail():
     rows = [row("many", 10, 1.0), row("few", 20, 2.0)]  # both 10 $/h
-    assert recommend(REALTIME, Load("streams", 100), rows, "b", 8.0)[1].gpu == "few"
+    assert recommend(REALTIME, Load("streams", 100), rows, "b", (8.0, None))[1].gpu == "few"
 
 
 def test_without_prices_the_fewest_gpus_win():
     rows = [row("small", 20, None), row("big", 50, None)]
-    _, rec = recommend(REALTIME, Load("streams", 100), rows, "b", 8.0)
+    _, rec = recommend(REALTIME, Load("streams", 100), rows, "b", (8.0, None))
     assert rec is not None and rec.gpu == "big" and rec.usd_per_hour is None
 
 
 def test_offline_compares_the_cost_per_audio_hour():
     rows = [row("cheap-fleet", 50, 1.0, usd_per_audio_hour=0.02), row("cheap-audio", 20, 1.0)]
-    assert recommend(OFFLINE, Load("rate", 10), rows, "b", 8.0)[1].gpu == "cheap-audio"
+    assert recommend(OFFLINE, Load("rate", 10), rows, "b", (8.0, None))[1].gpu == "cheap-audio"
 
 
 def test_no_card_meeting_the_slo_recommends_none():
     rows = [row("A", 0, 1.0), row("B", 0, 1.0, fits=False, ttfa_p99_s=None)]
-    sentence, rec = recommend(REALTIME, Load("streams", 100), rows, "b", 8.0)
+    sentence, rec = recommend(REALTIME, Load("streams", 100), rows, "b", (8.0, None))
     assert rec is None and "the closest is A" in sentence
     none_fit = [row("B", 0, 1.0, fits=False, ttfa_p99_s=None)]
-    assert recommend(REALTIME, Load("streams", 100), none_fit, "b", 8.0)[1] is None
+    assert recommend(REALTIME, Load("streams", 100), none_fit, "b", (8.0, None))[1] is None
 
 
 def test_a_device_that_is_not_a_gpu_is_never_recommended():
     rows = [row("CPU (profiled)", 100, 0.01, device="other"), row("GPU", 20, 1.0)]
-    assert recommend(REALTIME, Load("streams", 100), rows, "b", 8.0)[1].gpu == "GPU"
+    assert recommend(REALTIME, Load("streams", 100), rows, "b", (8.0, None))[1].gpu == "GPU"
 
 
 def test_measured_reads_the_step_basis_and_words_render_the_settings():

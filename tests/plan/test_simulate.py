@@ -327,3 +327,74 @@ def test_a_ramp_up_starts_a_cold_starts_streams_one_gap_apart_and_frays_the_wave
     arrivals = Arrivals(ramped_load, np.random.default_rng(0))
     arrivals.start(8, cold_start=True, service_s=0.0)
     assert [q.arrival for q in arrivals.requests] == pytest.approx([k * ramp / 8 for k in range(8)])
+
+
+def test_one_stream_of_two_lengths_takes_each_lengths_own_time():
+    """Requests of 48 and 96 steps, equally likely, one at a time on a constant step t: each E2E
+    is its own length's 47 t or 95 t, both come up about half the time, and P99 is the long one's
+    (one length would make P50 = P99)."""
+    t = 0.01
+    e = constant_engine(t, steps=48, max_batch=4, prefill_s=0.0)
+    a48, a96 = 48 / F.STEPS_PER_AUDIO_SECOND, 96 / F.STEPS_PER_AUDIO_SECOND
+    e.workload = Workload.mixed([(a48, 1), (a96, 1)], first_chunk_steps=24)
+    assert e.workload.audio_seconds == pytest.approx(72 / F.STEPS_PER_AUDIO_SECOND)
+    assert e.workload.context_tokens == 1 + 96  # a slot holds the longest
+    from ttsperf.plan.simulate import _one_run
+
+    requests, measured, _ = _one_run(e, Load("streams", 1), 400, 0, cold_start=False)
+    e2e = [requests[i].done - requests[i].arrival for i in measured]
+    assert all(x == pytest.approx(47 * t) or x == pytest.approx(95 * t) for x in e2e)
+    short = sum(x == pytest.approx(47 * t) for x in e2e) / len(e2e)
+    assert 0.4 < short < 0.6
+    r = simulate(e, Load("streams", 1), n_requests=400)
+    assert r.e2e_p50 < r.e2e_p99 == pytest.approx(95 * t)
+    assert r.rtf_p99 == pytest.approx(95 * t / a96, rel=0.03)  # each E2E over its own audio
+
+
+def test_one_length_given_twice_is_that_length():
+    w = Workload.mixed([(4.0, 30), (4.0, 30)])
+    assert w.lengths == () and (w.audio_seconds, w.prompt_tokens) == (4.0, 30)
+    with pytest.raises(ValueError, match="at least one length"):
+        Workload.mixed([])
+
+
+def test_a_short_row_leaves_before_a_long_one_that_started_earlier():
+    """The batch is padded to its oldest running row: a short row that finishes first leaves the
+    long one the oldest; once the long one leaves too, the rows behind it are the oldest."""
+    from ttsperf.plan.simulate import _Rows
+
+    rows = _Rows([[24, 96], [24, 48]])  # class 0 long, class 1 short
+    rows.admit([0], [0])  # the long row at step 0
+    rows.g = 10
+    rows.admit([1, 2], [1, 1])  # two short rows at step 10
+    rows.g = 20
+    rows.admit([3], [1])  # one more short row at step 20
+    assert (rows.running, rows.starts[0]) == (4, 0)
+    rows.leave(10)
+    rows.leave(10)  # both short rows of step 10 finish while the long one runs
+    assert (rows.running, rows.starts[0]) == (2, 0)
+    rows.leave(0)  # the long row: the oldest left is the one of step 20
+    assert (rows.running, list(rows.starts)) == (1, [20])
+    rows.leave(20)
+    assert (rows.running, list(rows.starts)) == (0, [])
+    # events: each class at its own chunk boundaries (a row's step n of audio at decode step n - 1)
+    assert [(ids, k, c) for ids, k, c in rows.events[10 + 47]] == [([1, 2], 1, 1)]
+
+
+def test_every_card_draws_the_same_lengths_for_the_same_requests():
+    """Common random numbers: request i's length depends on the seed only, not on when it arrives
+    or on the arrivals' own draws."""
+    from ttsperf.plan.simulate import Arrivals
+
+    def lengths(rng_seed: int, times: list[float]) -> list[int]:
+        a = Arrivals(Load("rate", 5.0), np.random.default_rng(rng_seed), lengths=3, seed=7)
+        for t in times:
+            a.add(t, -1)
+        return [q.length for q in a.requests]
+
+    first = lengths(0, [0.1 * i for i in range(50)])
+    assert first == lengths(1, [0.3 * i for i in range(50)]) and set(first) == {0, 1, 2}
+    other_seed = Arrivals(Load("rate", 5.0), np.random.default_rng(0), lengths=3, seed=8)
+    for i in range(50):
+        other_seed.add(0.1 * i, -1)
+    assert [q.length for q in other_seed.requests] != first

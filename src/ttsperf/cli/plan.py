@@ -43,6 +43,7 @@ Examples:
   ttsperf plan --profile prof.json --price "RTX 4090=0.5" --json -o plan.json
   ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 --scenario offline
   ttsperf plan --scenario realtime --step-overhead 3ms -o plans/
+  ttsperf plan --scenario realtime --text-set mixed --gpus "L4,RTX 3090"
   ttsperf plan --predict --profile prof.json --streams 64 --max-batch 64
 """
 
@@ -67,8 +68,8 @@ def render(
         else:
             console.print(f"[bold]{sc.scenario}:[/bold] {_answer(sc, lang)}")
     console.print(
-        f"[bold]ttsperf plan[/bold]: {w['audio_seconds']} s of audio per request ({w['steps']} steps), "
-        f"{w['prompt_tokens']}-token prompt, {w['dtype']}, first audio after {w['first_chunk_steps']} steps"
+        f"[bold]ttsperf plan[/bold]: {requests_text(w)}, {w['dtype']}, first audio after "
+        f"{w['first_chunk_steps']} steps"
     )
     m = i.model
     console.print(
@@ -357,6 +358,20 @@ def _memory_table(sc: ScenarioPlan, console: Console, batch: int) -> None:
     console.print(t)
 
 
+def requests_text(w: dict) -> str:
+    """The requests a plan simulated: a text set's (their spread of audio) or one length."""
+    source = str(w.get("requests", ""))
+    if source.startswith("--text-set"):
+        low, high = float(w["audio_min_s"]), float(w["audio_max_s"])
+        return (
+            f"requests of bench's {source.split()[-1]} texts, {low:.1f}-{high:.1f} s of audio (mean "
+            f"{float(w['audio_seconds']):.1f} s), {w['prompt_tokens']}-token prompt on average"
+        )
+    return (
+        f"{w['audio_seconds']} s of audio per request ({w['steps']} steps), {w['prompt_tokens']}-token prompt"
+    )
+
+
 def render_prediction(p: Prediction, console: Console) -> None:
     n, load, w = p.prediction, p.load, p.workload
     what = f"{load['value']:g} " + (
@@ -385,7 +400,11 @@ def render_prediction(p: Prediction, console: Console) -> None:
         ("mean batch", f"{n.mean_batch:.1f} rows per step of {1e3 * n.mean_step_s:.2f} ms"),
         (
             "workload",
-            f"{w['audio_seconds']:g} s of audio ({w['steps']} steps), {w['prompt_tokens']}-token prompt",
+            f"{w['lengths']} lengths drawn, mean {w['audio_seconds']:.2f} s of audio, longest "
+            f"{w['audio_max_s']:.2f} s, {w['prompt_tokens']}-token prompt on average"
+            + (f" ({w['requests']})" if "requests" in w else "")
+            if "lengths" in w
+            else f"{w['audio_seconds']:g} s of audio ({w['steps']} steps), {w['prompt_tokens']}-token prompt",
         ),
         ("", f"first audio after {w['first_chunk_steps']} steps"),
         (

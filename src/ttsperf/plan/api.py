@@ -38,7 +38,7 @@ from ttsperf.profile.schema import (
 )
 
 
-def _defaults(workload: Workload, calibrated: bool, host: str) -> dict[str, Default]:
+def _defaults(workload: Workload, requests: str, calibrated: bool, host: str) -> dict[str, Default]:
     d = {
         "runtime_bytes": Default(value=M.DEFAULT_RUNTIME_BYTES, source=M.DEFAULT_RUNTIME_SOURCE),
         "fragmentation": Default(value=M.DEFAULT_FRAGMENTATION, source=M.DEFAULT_FRAGMENTATION_SOURCE),
@@ -50,12 +50,25 @@ def _defaults(workload: Workload, calibrated: bool, host: str) -> dict[str, Defa
         "t_host_s": Default(value=S.DEFAULT_T_HOST_S, source=S.DEFAULT_T_HOST_SOURCE),
         "mbu": Default(value=S.DEFAULT_MBU, source=S.DEFAULT_MBU_SOURCE),
         "mfu": Default(value=S.DEFAULT_MFU, source=S.DEFAULT_MFU_SOURCE),
-        "audio_seconds": Default(
-            value=workload.audio_seconds, source="the guide's 8 s clips (--audio-seconds)"
-        ),
-        "prompt_tokens": Default(
-            value=workload.prompt_tokens,
-            source="assumption: a sentence plus control tokens (--prompt-tokens)",
+        **(
+            {
+                "text_set": Default(
+                    value=requests.split()[-1],
+                    source="the guide's 8 s utterances as bench's zh-8s texts; each request's audio "
+                    "from its text at the sourced speech rate, its prompt from the text's characters "
+                    "(ttsperf/textsets.py; --text-set)",
+                )
+            }
+            if requests.startswith("--text-set")
+            else {
+                "audio_seconds": Default(
+                    value=workload.audio_seconds, source="the guide's 8 s clips (--audio-seconds)"
+                ),
+                "prompt_tokens": Default(
+                    value=workload.prompt_tokens,
+                    source="assumption: a sentence plus control tokens (--prompt-tokens)",
+                ),
+            }
         ),
         "first_chunk_steps": Default(
             value=workload.first_chunk_steps,
@@ -139,16 +152,12 @@ def make_plan(
         rates=rates,
     )
     dt = plan_dtype(profiles, s.dtype)
-    workload = Workload(
-        audio_seconds=s.audio_seconds,
-        prompt_tokens=s.prompt_tokens,
-        first_chunk_steps=first_chunk_steps,
-        slot_tokens=s.slot_tokens,
-    )
+    lengths, requests = s.lengths()
+    workload = Workload.mixed(lengths, first_chunk_steps=first_chunk_steps, slot_tokens=s.slot_tokens)
     if s.slot_tokens is not None and s.slot_tokens < workload.context_tokens:
         raise UserError(
-            f"--slot-tokens: expected at least the {workload.context_tokens} tokens one request holds "
-            f"({s.prompt_tokens} prompt + {workload.steps} steps), found {s.slot_tokens}"
+            f"--slot-tokens: expected at least the {workload.context_tokens} tokens the longest request "
+            f"holds (prompt + steps), found {s.slot_tokens}"
         )
     cards = build_cards(cat, profiles, dt)
     calibrated = any(c.profiled for c in cards)
@@ -160,6 +169,7 @@ def make_plan(
     ctx = PlanContext(
         cat, workload, s.requests, s.seed, s.memory_at, s.max_batch, own_cards, s.engine, s.gpus_per_machine,
         modes=parse_modes(s.mode),
+        text_set=requests.split()[-1] if requests.startswith("--text-set") else None,
         mode_table=O.modes_from_host(host_profile, host),
         prefill_host=O.prefill_host(host_profile),
         first_chunk_fixed=s.first_chunk_steps is not None,
@@ -177,8 +187,9 @@ def make_plan(
             "--prices FILE or a price set (ttsperf plan --list-prices)"
         )
     inputs = _inputs(
-        s, [p for p, _ in profiles], note, dt, workload, cards, cat, _defaults(workload, calibrated, host)
-    )
+        s, [p for p, _ in profiles], note, dt, workload, requests, cards, cat,
+        _defaults(workload, requests, calibrated, host),
+    )  # fmt: skip
     return Plan(inputs=inputs, scenarios=scenarios, notes=notes)
 
 
@@ -188,6 +199,7 @@ def _inputs(
     note: str,
     dt: str,
     workload: Workload,
+    requests: str,
     cards: list[Card],
     cat: Catalog,
     defaults: dict[str, Default],
@@ -198,9 +210,12 @@ def _inputs(
         calibration=note,
         workload={
             "dtype": dt,
-            "audio_seconds": s.audio_seconds,
+            "requests": requests,  # --text-set NAME (texts' lengths) or --audio-seconds (one length)
+            "audio_seconds": round(workload.audio_seconds, 3),  # the mean, of several lengths
+            "audio_min_s": round(min(a for a, _ in workload.classes()), 3),
+            "audio_max_s": round(max(a for a, _ in workload.classes()), 3),
             "steps": workload.steps,
-            "prompt_tokens": s.prompt_tokens,
+            "prompt_tokens": workload.prompt_tokens,
             "context_tokens": workload.context_tokens,
             "kv_tokens_per_sequence": workload.kv_tokens,
             "first_chunk_steps": workload.first_chunk_steps,
@@ -319,7 +334,7 @@ def plan_scenarios(
         rows = [r[j] for r in rows_of]
         mark_ties(rows)
         sentence, rec = recommend(
-            scenario, load, rows, basis_note, ctx.workload.audio_seconds, ctx.catalog.prices
+            scenario, load, rows, basis_note, (ctx.workload.audio_seconds, ctx.text_set), ctx.catalog.prices
         )
         plans.append(
             ScenarioPlan(

@@ -33,8 +33,11 @@ class Like:
 
     load: Load
     requests: int
-    audio_seconds: float
+    audio_seconds: float  # the mean of `lengths`
     prompt_tokens: int | None  # None: the run does not say (a server without X-Prompt-Tokens)
+    # each answered measured request's audio seconds and prompt tokens (None: not said): the
+    # lengths the simulator draws from, so a prediction holds the run's spread, not one length
+    lengths: tuple[tuple[float, int | None], ...]
     streamed: bool
     point: str  # its strategy's label, e.g. concurrent@64
     how: str
@@ -110,19 +113,23 @@ def like(path: str, streams: int | None = None, rate: float | None = None) -> Li
             f"--like {path}: point {point['label']} has no answered measured request to learn from"
         )
     audio = [r.get("audio_s") or r.get("server_audio_s") or r["expected_audio_s"] for r in mine]
-    tokens = [r["prompt_tokens"] for r in mine if r.get("prompt_tokens") is not None]
-    audio_s = statistics.median(audio)
+    prompts = [r.get("prompt_tokens") for r in mine]
+    tokens = [t for t in prompts if t is not None]
+    audio_s = statistics.fmean(audio)
+    spread = statistics.quantiles(audio, n=100, method="inclusive") if len(audio) > 1 else [audio[0]] * 99
     streamed = bool(run.get("config", {}).get("stream")) and run.get("adapter") in STREAMING
     warm = f" after {point['warmup']} warm-up" if point.get("warmup") else ""
     how = (
         f"bench run {path}, point {point['label']}: {point['requests']} measured requests{warm}, "
-        f"median audio {audio_s:.2f} s ({F.steps_for_audio(audio_s)} steps) of {len(mine)} answered"
+        f"audio per request mean {audio_s:.2f} s ({F.steps_for_audio(audio_s)} steps), P50 "
+        f"{spread[49]:.2f} s, P99 {spread[98]:.2f} s of {len(mine)} answered"
         + (f", median prompt {statistics.median(tokens):.0f} tokens (X-Prompt-Tokens)" if tokens else "")
         + (", streamed" if streamed else f", not streamed ({run.get('adapter')}): TTFA is the whole response")
     )
     return Like(load=load, requests=int(point["requests"]), audio_seconds=audio_s,
-                prompt_tokens=round(statistics.median(tokens)) if tokens else None, streamed=streamed,
-                point=point["label"], how=how)  # fmt: skip
+                prompt_tokens=round(statistics.median(tokens)) if tokens else None,
+                lengths=tuple(zip(audio, prompts, strict=True)), streamed=streamed, point=point["label"],
+                how=how)  # fmt: skip
 
 
 def bench_flags(load: Load) -> str:

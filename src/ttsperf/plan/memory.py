@@ -42,7 +42,8 @@ FRAMES_PER_STEP = 2
 
 @dataclass
 class Workload:
-    """One request: how much audio, how long a prompt, how it streams."""
+    """The requests: how much audio, how long a prompt, how they stream. One length by default;
+    `lengths` makes them several, equally likely (the mean is then audio_seconds, prompt_tokens)."""
 
     audio_seconds: float = 8.0  # the guide's "8 s" clips
     prompt_tokens: int = 64  # assumption: a sentence plus ChatTTS's control tokens
@@ -52,15 +53,36 @@ class Workload:
     # KV tokens reserved per sequence: None = what the request uses (an engine sized to the
     # workload); ttsperf's engine preallocates max_prompt_tokens + max_new_tokens per slot
     slot_tokens: int | None = None
+    # requests of several lengths, each equally likely: (audio seconds, prompt tokens); a length
+    # twice as likely appears twice. Empty: every request is audio_seconds with prompt_tokens.
+    lengths: tuple[tuple[float, int], ...] = ()
+
+    @classmethod
+    def mixed(cls, lengths: list[tuple[float, int]], **kw: int | None) -> Workload:
+        """Requests drawn from `lengths` (one length: plainly that one), with their mean as the
+        workload's audio_seconds and prompt_tokens."""
+        if not lengths:
+            raise ValueError("mixed: expected at least one length")
+        audio = sum(a for a, _ in lengths) / len(lengths)
+        prompt = round(sum(p for _, p in lengths) / len(lengths))
+        several = tuple(lengths) if len(set(lengths)) > 1 else ()
+        return cls(audio_seconds=lengths[0][0] if not several else audio,
+                   prompt_tokens=lengths[0][1] if not several else prompt, lengths=several, **kw)  # fmt: skip
+
+    def classes(self) -> tuple[tuple[float, int], ...]:
+        """Each request's (audio seconds, prompt tokens), one equally likely class each."""
+        return self.lengths or ((self.audio_seconds, self.prompt_tokens),)
 
     @property
     def steps(self) -> int:
+        """Decode steps of a request (the mean request's with several lengths)."""
         return F.steps_for_audio(self.audio_seconds)
 
     @property
     def context_tokens(self) -> int:
-        """Tokens one sequence holds in the KV cache when it finishes: prompt + every decoded step."""
-        return self.prompt_tokens + self.steps
+        """Tokens one sequence holds in the KV cache when it finishes: prompt + every decoded step
+        (the longest request's: a slot must hold any of them)."""
+        return max(p + F.steps_for_audio(a) for a, p in self.classes())
 
     @property
     def kv_tokens(self) -> int:

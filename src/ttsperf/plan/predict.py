@@ -20,7 +20,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.plan import overhead as O
 from ttsperf.plan.cards import Card, build_cards, plan_dtype, with_overheads
@@ -59,7 +58,7 @@ class Prediction(BaseModel):
     load: dict[str, float | str]
     max_batch: int
     engine: str
-    workload: dict[str, float | int]
+    workload: dict[str, float | int | str]
     like: str | None = Field(
         None, description="the bench run whose load and workload this predicts, and how read"
     )
@@ -155,10 +154,13 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         raise TypeError(f"predict: give settings or keyword arguments, not both ({', '.join(fields)})")
     s = (settings or PlanSettings.build(**fields)).for_predict()
     streams, rate, max_batch, engine = s.streams, s.rate, s.max_batch, s.engine
-    audio_seconds, prompt_tokens, requests, seed = s.audio_seconds, s.prompt_tokens, s.requests, s.seed
+    requests, seed = s.requests, s.seed
     lk = like(s.like, streams, rate) if s.like else None
+    # the requests: a bench run's own (--like), else the flags' (a text set's, or one length)
+    flag_lengths, source = s.lengths()
+    prompt_tokens = round(sum(p for _, p in flag_lengths) / len(flag_lengths))
     if lk is not None:  # the run's work, not the flags' defaults
-        audio_seconds, requests = lk.audio_seconds, lk.requests
+        requests = lk.requests
         prompt_tokens = lk.prompt_tokens or prompt_tokens
     first_chunk_steps = s.first_chunk()
     card, dt, config, basis, measured_batch = _device(s.profile, s.gpus, s.dtype)
@@ -180,12 +182,17 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         for flag, value in (("--step-overhead", s.step_overhead), ("--vocoder-overhead", s.vocoder_overhead)):
             if value is not None:
                 basis += f"; {flag} {value} (what-if)"
-    w = Workload(audio_seconds, prompt_tokens, first_chunk_steps=first_chunk_steps)
+    if lk is not None:  # the run's own lengths, each request's drawn from them
+        lengths = [(a, prompt_tokens if p is None else int(p)) for a, p in lk.lengths]
+    else:
+        lengths = flag_lengths
+    w = Workload.mixed(lengths, first_chunk_steps=first_chunk_steps)
+    longest = max(a for a, _ in w.classes())
     maxb = max_batch or card.max_batch(w)[0]
     if max_batch is None and mode_cap is not None and mode_cap < maxb:  # graphs capture 256 rows
         maxb = mode_cap
     if maxb < 1:
-        raise UserError(f"{card.name}: one {audio_seconds:g} s request does not fit in memory at {dt}")
+        raise UserError(f"{card.name}: one {longest:g} s request does not fit in memory at {dt}")
     if measured_batch and maxb > measured_batch:
         basis += (
             f"; batches above {measured_batch} extrapolated from the profile's largest: "
@@ -223,16 +230,18 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         max_batch=maxb,
         engine=engine,
         workload={
-            "audio_seconds": audio_seconds,
+            "audio_seconds": w.audio_seconds,  # the mean, of several lengths
+            **({"audio_max_s": longest, "lengths": len(w.lengths)} if w.lengths else {}),
             "steps": w.steps,
-            "prompt_tokens": prompt_tokens,
+            "prompt_tokens": w.prompt_tokens,
             "first_chunk_steps": first_chunk_steps,
+            **({"requests": source} if lk is None else {}),
         },
         like=lk.how if lk is not None else None,
         streamed=streamed,
         prediction=Numbers(
             throughput_rps=r.window_rps,
-            audio_seconds_per_s=r.window_rps * w.steps / F.STEPS_PER_AUDIO_SECOND,
+            audio_seconds_per_s=r.window_rps * r.audio_mean_s,
             e2e_p50_s=r.e2e_p50,
             e2e_p99_s=r.e2e_p99,
             ttfa_p50_s=ttfa_p50,

@@ -68,7 +68,7 @@ def recommend(
     target: Load,
     rows: list[PlanRow],
     basis_note: str,
-    audio_s: float,
+    work: tuple[float, str | None],
     prices: Mapping[str, Price] = {},
 ) -> tuple[str, Recommended | None]:
     """One sentence, and its numbers: the cheapest GPU meeting the SLO for the target load, at
@@ -84,7 +84,7 @@ def recommend(
     assert best.gpus_needed is not None
     n_range = gpus_range(target, best)
     parts = _details(best, target, n_range)
-    check = bench_command(scenario, target, best, audio_s) if scenario.slo else None
+    check = bench_command(scenario, target, best, *work) if scenario.slo else None
     if check:
         parts.append(f"check it with `{check}`")
     sentence = f"{head}: {what}; " + "; ".join(parts) + f"; {basis_note}."
@@ -192,8 +192,11 @@ def _details(best: PlanRow, target: Load, n_range: list[int] | None) -> list[str
     return parts
 
 
-def bench_command(scenario: Scenario, target: Load, best: PlanRow, audio_s: float) -> str:
-    """The plan's own check: the row's most load as bench runs it, its SLO text unchanged.
+def bench_command(
+    scenario: Scenario, target: Load, best: PlanRow, audio_s: float, text_set: str | None = None
+) -> str:
+    """The plan's own check: the row's most load as bench runs it, on the plan's requests (the
+    text set it drew them from; `audio_s` their mean), its SLO text unchanged.
 
     A closed loop's users start one after another over about one cycle of theirs (a reply, its
     playback and the thinking; bench --ramp-up): started at once, every user's request reaches the
@@ -213,4 +216,7 @@ def bench_command(scenario: Scenario, target: Load, best: PlanRow, audio_s: floa
     stream = (
         " --adapter openai --stream" if any(k.startswith(("ttfa", "underrun")) for k in scenario.slo) else ""
     )
-    return f"ttsperf bench URL{stream} {bench_flags(load)} --requests 400 --slo {spec_of(scenario.slo)}"
+    texts = f" --text-set {text_set}" if text_set else ""
+    return (
+        f"ttsperf bench URL{stream}{texts} {bench_flags(load)} --requests 400 --slo {spec_of(scenario.slo)}"
+    )

@@ -39,6 +39,7 @@ class PlanContext:
     engine: str = "ttsperf"  # simulate.ENGINES
     gpus_per_machine: int = DEFAULT_GPUS_PER_MACHINE
     modes: tuple[str, ...] = tuple(MODE_FLAGS)  # --mode: the engine modes searched
+    text_set: str | None = None  # the workload is this bench text set's (None: --audio-seconds)
     # each mode's fixed costs, from a host profile (plan/overhead.py); and the prefill's host work
     mode_table: dict[str, Mode] = field(default_factory=default_modes)
     prefill_host: list[tuple[int, float]] = field(default_factory=list)

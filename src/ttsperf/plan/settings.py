@@ -15,6 +15,14 @@ from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE
 from ttsperf.plan.money import currency_code
 from ttsperf.plan.simulate import ENGINES
 from ttsperf.settings import Flag, Layered
+from ttsperf.textsets import TEXT_SETS, lengths
+
+# The workload plan simulates by default: the guide's stated one ("单句 8 s", 100 Chinese
+# utterances of 8 s), as the texts of bench's built-in `zh-8s` set (ttsperf/textsets.py), so a
+# plan's check command sends the requests the plan simulated.
+DEFAULT_TEXT_SET = "zh-8s"
+# --audio-seconds without --prompt-tokens: assumption, a sentence plus ChatTTS's control tokens
+DEFAULT_PROMPT_TOKENS = 64
 
 
 class PlanSettings(Layered):
@@ -69,8 +77,19 @@ class PlanSettings(Layered):
         [], description='Exchange rate over the shipped data/fx.csv: "USD:CNY=7.2" = 1 USD is 7.2 CNY.'
     )
     dtype: str | None = Field(None, description="fp16 | bf16 | fp32 (default: the profile's, else fp16).")
-    audio_seconds: float = Field(8.0, description="Audio per request (the guide's 8 s).")
-    prompt_tokens: int = Field(64, description="Prompt tokens per request (assumption: 64).")
+    text_set: str | None = Field(
+        None,
+        description=f"Requests drawn from bench's built-in text set NAME, each as long as its text's "
+        f"speech and prompt: the work `bench --text-set NAME` sends (default {DEFAULT_TEXT_SET}: the "
+        "guide's 8 s utterances).",
+    )
+    audio_seconds: float | None = Field(
+        None, description="Every request this many seconds of audio, instead of a text set (the guide's: 8)."
+    )
+    prompt_tokens: int | None = Field(
+        None,
+        description=f"With --audio-seconds: prompt tokens per request (default {DEFAULT_PROMPT_TOKENS}).",
+    )
     first_chunk_steps: int | None = Field(
         None,
         description="Decode steps before the first audio chunk (default: searched from the official 24).",
@@ -121,6 +140,15 @@ class PlanSettings(Layered):
         None, description="Language of the answer lines: en | zh (default: TTSPERF_LANG, else the locale)."
     )
 
+    def lengths(self) -> tuple[list[tuple[float, int]], str]:
+        """Each request's (audio seconds, prompt tokens) to draw from, and where they come from:
+        --audio-seconds (every request alike), else the --text-set's texts (default zh-8s)."""
+        if self.audio_seconds is not None or self.prompt_tokens is not None:
+            audio = 8.0 if self.audio_seconds is None else self.audio_seconds
+            return [(audio, self.prompt_tokens or DEFAULT_PROMPT_TOKENS)], "--audio-seconds"
+        name = self.text_set or DEFAULT_TEXT_SET
+        return lengths(name), f"--text-set {name}"
+
     def first_chunk(self) -> int:
         """Steps before the first audio: the setting, else the official 24 (plan searches from it)."""
         return F.STREAM_CHUNK_STEPS if self.first_chunk_steps is None else self.first_chunk_steps
@@ -134,10 +162,20 @@ class PlanSettings(Layered):
             raise UserError(f"--streams: expected a positive number of streams, found {self.streams}")
         if self.rate is not None and not self.rate > 0:
             raise UserError(f"--rate: expected a positive request rate (req/s), found {self.rate}")
-        if not self.audio_seconds > 0:
+        if self.audio_seconds is not None and not self.audio_seconds > 0:
             raise UserError(f"--audio-seconds: expected a positive number, found {self.audio_seconds}")
+        if self.text_set is not None and (self.audio_seconds is not None or self.prompt_tokens is not None):
+            flag = "--audio-seconds" if self.audio_seconds is not None else "--prompt-tokens"
+            raise UserError(
+                f"--text-set {self.text_set} and {flag}: choose one (the set's texts say each "
+                "request's audio and prompt; --audio-seconds makes every request alike)"
+            )
+        if self.text_set is not None and self.text_set not in TEXT_SETS:
+            raise UserError(
+                f"--text-set: unknown set {self.text_set!r}; expected one of {', '.join(TEXT_SETS)}"
+            )
         chunk = self.first_chunk_steps
-        if self.prompt_tokens < 1 or (chunk is not None and chunk < 1) or self.requests < 10:
+        if (self.prompt_tokens or 1) < 1 or (chunk is not None and chunk < 1) or self.requests < 10:
             raise UserError(
                 "--prompt-tokens/--first-chunk-steps/--requests: expected >= 1, >= 1, >= 10, found "
                 f"{self.prompt_tokens}, {chunk}, {self.requests}"

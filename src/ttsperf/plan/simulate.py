@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -111,6 +111,7 @@ class SimResult:
     mean_step_s: float
     busy_fraction: float  # share of the run the worker was prefilling, stepping or vocoding
     p99_resolved: bool
+    audio_mean_s: float = 0.0  # audio per measured request, on average (several lengths: drawn)
 
     def metric(self, name: str) -> float:
         return float(getattr(self, name))
@@ -130,6 +131,11 @@ def chunk_plan(w: Workload) -> tuple[list[int], list[float]]:
     played = [max(0, e - w.lookahead_steps) for e in ends[:-1]] + [w.steps]
     audio = [(b - a) / F.STEPS_PER_AUDIO_SECOND for a, b in zip([0, *played[:-1]], played, strict=True)]
     return ends, audio
+
+
+def chunk_plans(w: Workload) -> list[tuple[list[int], list[float]]]:
+    """chunk_plan of each of the workload's length classes, in its order."""
+    return [chunk_plan(replace(w, audio_seconds=a, prompt_tokens=p, lengths=())) for a, p in w.classes()]
 
 
 def attended_tokens(batch: int, prompt: int, g: int, oldest_start: int) -> int:
@@ -203,6 +209,7 @@ class Request:
     stall: float = 0.0  # its worst playback stall so far
     pause: float = 0.0  # a listener's wait from its reply's end to its stream's next request
     taken_in: bool = False  # by the server's event loop: its heap time is when it is queued
+    length: int = 0  # its class in the workload's lengths (0: the only one)
 
 
 @dataclass(slots=True)
@@ -241,16 +248,34 @@ class Arrivals:
     the previous one completes; an open loop's arrive at a rate (Poisson or constant gaps). A
     request sent is queued once the server's event loop has taken it in."""
 
-    def __init__(self, load: Load, rng: np.random.Generator, loop: EventLoop | None = None) -> None:
+    def __init__(
+        self,
+        load: Load,
+        rng: np.random.Generator,
+        loop: EventLoop | None = None,
+        lengths: int = 1,
+        seed: int = 0,
+    ) -> None:
         self.load, self.rng = load, rng
         self.loop = EventLoop() if loop is None else loop
         self.requests: list[Request] = []  # by id, in the order they were scheduled
         self.heap: list[tuple[float, int]] = []  # (time sent, or queued once taken in; id)
         self._last_open = 0.0
+        # Request i's length class, drawn apart from the arrivals: every card and setting of one
+        # plan is simulated on the same sequence of lengths (common random numbers).
+        self.n_lengths = lengths
+        self._length_rng = np.random.default_rng([seed, 1]) if lengths > 1 else None
+        self._length_of: list[int] = []
 
     def add(self, t: float, stream: int) -> None:
-        heapq.heappush(self.heap, (t, len(self.requests)))
-        self.requests.append(Request(t, stream))
+        i = len(self.requests)
+        heapq.heappush(self.heap, (t, i))
+        q = Request(t, stream)
+        if self._length_rng is not None:
+            if i >= len(self._length_of):
+                self._length_of.extend(self._length_rng.integers(0, self.n_lengths, 4096).tolist())
+            q.length = self._length_of[i]
+        self.requests.append(q)
 
     def add_open(self) -> None:
         gap = (
@@ -295,31 +320,75 @@ class Arrivals:
 
 
 class _Rows:
-    """The running batch: when each row started (all rows run the same steps, so the oldest
-    finishes first) and the global steps at which rows emit a chunk."""
+    """The running batch: when each row started (the oldest is the longest context the batch is
+    padded to) and the global steps at which rows emit a chunk. Rows of one length finish in the
+    order they started; of several, a short one leaves before a long one that started earlier."""
 
-    def __init__(self, ends: list[int]) -> None:
+    def __init__(self, ends: list[list[int]]) -> None:
         # the prefill's own forward samples the first codes, so a row's n-th step of audio comes
         # from decode step n - 1 (a one-step request still takes one decode step here)
-        self.emit_after = [max(off - 1, 1) for off in ends]  # decode steps from a row's start
+        self.emit_after = [[max(off - 1, 1) for off in e] for e in ends]  # per length class
+        # the chunks every length class emits alike (at the same steps, none of them a class's
+        # last): rows that join together share one event for each, whatever their lengths
+        first = self.emit_after[0]
+        if len(ends) == 1:
+            self.shared = len(first)
+        else:
+            shortest = min(len(e) for e in self.emit_after) - 1
+            self.shared = next(
+                (k for k in range(shortest) if any(e[k] != first[k] for e in self.emit_after)), shortest
+            )
         self.g = 0  # global decode step
         self.starts: deque[int] = deque()  # running rows' start steps, oldest first
-        # global step -> [(ids of rows that joined together, chunk index)]
-        self.events: dict[int, list[tuple[list[int], int]]] = {}
+        self.running = 0  # rows in the batch (starts also holds rows that left out of order)
+        self._left: dict[int, int] = {}  # start step -> rows of it that left out of order
+        # global step -> [(ids of rows that joined together, chunk index, length class)]
+        self.events: dict[int, list[tuple[list[int], int, int]]] = {}
         self.event_steps: list[int] = []  # heap of the keys of `events`
 
-    def admit(self, rids: list[int]) -> None:
-        """Rows joining at this step (one prefill call): they emit at the same steps."""
+    def admit(self, rids: list[int], lengths: list[int] | None = None) -> None:
+        """Rows joining at this step (one prefill call): rows of one length emit at the same
+        steps. `lengths`: each row's class (None: all of class 0)."""
+        self.starts.extend([self.g] * len(rids))
+        self.running += len(rids)
+        if lengths is None:
+            self._schedule(rids, 0, 0, len(self.emit_after[0]))
+            return
+        self._schedule(rids, 0, 0, self.shared)  # the chunks every class emits alike, once for all
+        by: dict[int, list[int]] = {}
+        for rid, c in zip(rids, lengths, strict=True):
+            by.setdefault(c, []).append(rid)
+        for c, ids in by.items():
+            self._schedule(ids, c, self.shared, len(self.emit_after[c]))
+
+    def _schedule(self, ids: list[int], c: int, k0: int, k1: int) -> None:
+        """Events for chunks k0..k1-1 of rows `ids` of class c, started at this step."""
         g, events = self.g, self.events
-        self.starts.extend([g] * len(rids))
-        for k, off in enumerate(self.emit_after):
-            at = g + off
+        after = self.emit_after[c]
+        for k in range(k0, k1):
+            at = g + after[k]
             evs = events.get(at)
             if evs is None:
-                events[at] = [(rids, k)]
+                events[at] = [(ids, k, c)]
                 heapq.heappush(self.event_steps, at)
             else:
-                evs.append((rids, k))
+                evs.append((ids, k, c))
+
+    def leave(self, start: int) -> None:
+        """A row that started at `start` has finished."""
+        self.running -= 1
+        starts = self.starts
+        if starts[0] != start:  # a shorter row than some older one: the oldest still runs
+            self._left[start] = self._left.get(start, 0) + 1
+            return
+        starts.popleft()
+        left = self._left
+        while starts and left and left.get(starts[0]):
+            s0 = starts.popleft()
+            if left[s0] == 1:
+                del left[s0]
+            else:
+                left[s0] -= 1
 
 
 @dataclass(slots=True)
@@ -340,37 +409,41 @@ class _Emitter:
 
     def __init__(self, engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: range) -> None:
         self.step, self.arrivals, self.rows, self.measured = engine.step, arrivals, rows, measured
-        self.chunk_audio = chunk_plan(engine.workload)[1]
+        plans = chunk_plans(engine.workload)
+        self.chunk_audio = [plan[1] for plan in plans]  # per length class
+        # each chunk's audio in whole steps: a call's audio is their sum, exact in any order
+        self.chunk_played = [[round(a * F.STEPS_PER_AUDIO_SECOND) for a in plan[1]] for plan in plans]
         self.loop = arrivals.loop
         self.handoff_s, self.serial = self.loop.handoff_s, self.loop.serial
         self.think_s = arrivals.load.think_s
         # on the engine's CPU the event loop has half of it while the engine runs (2 x per chunk),
         # and the engine's next steps pay for the other half (debt)
         self.per_chunk = self.handoff_s * (2 if self.serial else 1)
-        self.calls: dict[tuple[float, int], float] = {}  # Decoder+Vocos call by (audio, rows)
+        self.calls: dict[tuple[int, int], float] = {}  # Decoder+Vocos call by (audio steps, rows)
 
-    def emit(self, groups: list[tuple[list[int], int]], now: float, debt: float) -> tuple[int, float, float]:
+    def emit(
+        self, groups: list[tuple[list[int], int, int]], now: float, debt: float
+    ) -> tuple[int, float, float]:
         """-> (measured requests done, the worker's time after the call, its hand-off debt)."""
         chunk_audio, requests = self.chunk_audio, self.arrivals.requests
-        if len(groups) == 1 and len(groups[0][0]) == 1:  # the common case: one row
-            key = (chunk_audio[groups[0][1]], 1)
-        else:  # the same sum, in the same order, as one list of rows would give
-            key = (
-                sum([chunk_audio[c] for rids, c in groups for _ in rids]),
-                sum([len(r) for r, _ in groups]),
-            )
+        if len(groups) == 1:  # the common case: rows that joined together, at one chunk
+            rids, c, L = groups[0]
+            key = (self.chunk_played[L][c] * len(rids), len(rids))
+        else:
+            played = self.chunk_played
+            key = (sum([played[L][c] * len(r) for r, c, L in groups]), sum([len(r) for r, _, _ in groups]))
         call = self.calls.get(key)
         if call is None:  # calls repeat: the same chunks of the same number of rows
-            self.calls[key] = call = self.step.vocoder(*key)
+            self.calls[key] = call = self.step.vocoder(key[0] / F.STEPS_PER_AUDIO_SECOND, key[1])
         now += call
         if self.serial:
             debt += self.handoff_s * key[1]
-        last_chunk = len(chunk_audio) - 1
         done = 0
         loop_free, per_chunk = self.loop.free, self.per_chunk
         # the hot loop of a run: comparisons instead of max() (a call each), same arithmetic
-        for rids, c in groups:
-            a = chunk_audio[c]
+        for rids, c, L in groups:
+            a = chunk_audio[L][c]
+            last_chunk = len(chunk_audio[L]) - 1
             for rid in rids:
                 if loop_free < now:
                     loop_free = now
@@ -386,9 +459,7 @@ class _Emitter:
                     q.play_end = (out if late > 0 else q.play_end) + a
                 if c == last_chunk:
                     q.done = out
-                    starts = self.rows.starts
-                    assert starts[0] == q.start_step  # equal lengths: rows finish in the order they started
-                    starts.popleft()
+                    self.rows.leave(q.start_step)
                     done += rid in self.measured
                     if q.stream >= 0:
                         if self.think_s is not None:  # a listener: after the reply has played, and thought
@@ -411,7 +482,7 @@ def simulate(
     if engine.max_batch < 1:
         raise ValueError("max_batch must be >= 1")
     run = _one_run(engine, load, n_requests, seed, cold_start)
-    return _summary(run, load, cold_start, engine.workload.steps)
+    return _summary(run, load, cold_start, engine.workload)
 
 
 def _one_run(
@@ -427,7 +498,7 @@ def _one_run(
         warmup = streams if streams else max(10, n_requests // 10)
         # A closed loop is measured over at least one full wave of its streams after the warm-up one.
         n_requests = max(n_requests, streams)
-    arrivals = Arrivals(load, np.random.default_rng(seed), EventLoop.of(engine))
+    arrivals = Arrivals(load, np.random.default_rng(seed), EventLoop.of(engine), len(w.classes()), seed)
     b0 = min(streams, maxb)  # one request's service time, to stagger a closed loop's streams over
     service = (
         w.steps * float(sm.step(b0, b0 * (w.prompt_tokens + w.steps / 2)))
@@ -446,8 +517,13 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     event (a chunk boundary, or an arrival that can join), emit."""
     w, sm, maxb = engine.workload, engine.step, engine.max_batch
     c0, c1, c2, c3, c4 = sm.coefficients()
-    prompt, host_step, host_row = w.prompt_tokens, engine.host_per_step_s, engine.host_per_row_s
-    rows = _Rows(chunk_plan(w)[0])
+    host_step, host_row = engine.host_per_step_s, engine.host_per_row_s
+    classes = w.classes()
+    # a step attends over the batch padded to its oldest row, whose prompt is taken as the
+    # longest (one length: exactly its prompt); a prefill of rows joining together, likewise
+    prompt = max(p for _, p in classes)
+    prompts = [p for _, p in classes] if len(classes) > 1 else None
+    rows = _Rows([plan[0] for plan in chunk_plans(w)])
     starts, event_steps, requests, heap = rows.starts, rows.event_steps, arrivals.requests, arrivals.heap
     emitter = _Emitter(engine, arrivals, rows, measured)
     loop = arrivals.loop
@@ -455,26 +531,32 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     now = idle = debt = step_time = 0.0  # debt: hand-off seconds still to share the CPU with
     done = steps = batch_steps = 0
     n_measured = len(measured)
-    prefills: dict[int, float] = {}  # one prefill call by rows joining
+    prefills: dict[tuple[int, int], float] = {}  # one prefill call by (prompt, rows joining)
     plain = sm.correction is None
     while done < n_measured:
         if heap and heap[0][0] <= now:
             arrivals.due(now, waiting)
             debt += loop.owed  # the requests it took in, on the engine's CPU
             loop.owed = 0.0
-        if waiting and len(starts) < maxb:
+        if waiting and rows.running < maxb:
             joining = []
-            while waiting and len(starts) + len(joining) < maxb:
+            while waiting and rows.running + len(joining) < maxb:
                 rid = waiting.popleft()
                 requests[rid].start_step = rows.g
                 joining.append(rid)
-            rows.admit(joining)
             n = len(joining)
-            t = prefills.get(n)
+            if prompts is None:
+                rows.admit(joining)
+                key = (prompt, n)
+            else:
+                lengths = [requests[rid].length for rid in joining]
+                rows.admit(joining, lengths)
+                key = (max(prompts[c] for c in lengths), n)
+            t = prefills.get(key)
             if t is None:
-                prefills[n] = t = sm.prefill(prompt, n)
+                prefills[key] = t = sm.prefill(*key)
             now += t
-        batch = len(starts)
+        batch = rows.running
         if batch == 0:
             t_next = arrivals.next_time()
             gap = max(0.0, t_next - now)
@@ -516,7 +598,7 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
 
 
 def _summary(
-    run: tuple[list[Request], range, _Totals], load: Load, cold_start: bool, steps: int
+    run: tuple[list[Request], range, _Totals], load: Load, cold_start: bool, w: Workload
 ) -> SimResult:
     """Latency percentiles over the measured requests, throughput, and the worker's averages."""
     streams = int(load.value) if load.kind == "streams" else 0
@@ -533,7 +615,9 @@ def _summary(
     # steady state and blind to the waves equal-length requests march in. Open loop (and a cold
     # start, which is no steady state): every completion inside the measured span, over that
     # span.
-    audio_s = steps / F.STEPS_PER_AUDIO_SECOND
+    # each request's audio, by its length class
+    of_class = np.array([F.steps_for_audio(a) / F.STEPS_PER_AUDIO_SECOND for a, _ in w.classes()])
+    audio_s = of_class[[q.length for q in ms]]
     t0 = min(q.arrival for q in ms)
     t1 = max(q.done for q in ms)
     window = t1 - t0
@@ -556,9 +640,10 @@ def _summary(
         rtf_p99=float(np.percentile(e2e / audio_s, 99)),
         underrun_p99=float(np.percentile(stalls, 99)),
         throughput_rps=throughput,
-        audio_throughput=throughput * audio_s,
+        audio_throughput=throughput * float(audio_s.mean()),
         mean_batch=totals.batch_steps / steps_run if steps_run else 0.0,
         mean_step_s=totals.step_time / steps_run if steps_run else 0.0,
         busy_fraction=1.0 - totals.idle / clock if clock > 0 else 0.0,
         p99_resolved=n >= P99_MIN_SAMPLES,
+        audio_mean_s=float(audio_s.mean()),
     )

@@ -39,15 +39,16 @@ AUDIO_TOLERANCE = 0.10
 
 def workload_mismatch(pred: Prediction, run: BenchRun, index: int) -> str | None:
     """Why a bench point of the prediction's load ran other work (None: the same work): the audio
-    per request (its answered measured requests' median), streamed or not, a listener's think time."""
+    per request (its answered measured requests' mean), streamed or not, a listener's think time,
+    the senders' ramp-up."""
     mine = [r for r in run.records if r.point == index and r.ok and not r.warmup]
     audio = [r.audio_s or r.server_audio_s or r.expected_audio_s for r in mine]
     reasons = []
     predicted = float(pred.workload["audio_seconds"])
     if audio:
-        median = statistics.median(audio)
-        if abs(median - predicted) > AUDIO_TOLERANCE * predicted:
-            reasons.append(f"median audio {median:.2f} s per request, predicted {predicted:g} s")
+        mean = statistics.fmean(audio)
+        if abs(mean - predicted) > AUDIO_TOLERANCE * predicted:
+            reasons.append(f"mean audio {mean:.2f} s per request, predicted {predicted:.3g} s")
     streamed = bool(run.config.get("stream")) and run.adapter in STREAMING
     if streamed != pred.streamed:
         reasons.append(("streamed" if streamed else f"not streamed ({run.adapter})") + ", predicted "
@@ -100,7 +101,7 @@ def prediction_section(path: Path, pred: Prediction, runs: list[tuple[Path, Benc
             device=pred.device,
             load=what,
             batch=pred.max_batch,
-            audio=f"{pred.workload['audio_seconds']:g}",
+            audio=f"{pred.workload['audio_seconds']:.3g}",
             basis=pred.basis,
         )
     )
