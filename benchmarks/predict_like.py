@@ -2,13 +2,14 @@
 
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/predict_like.py
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/predict_like.py --streams 64 \
-        --requests 192 --max-batch 64 [--think-time 0] [--bracket]
+        --requests 192 --max-batch 64 [--think-time 0] [--text-set mixed] [--bracket]
 
 1. `ttsperf profile --synthetic --config tiny` of this CPU at batches up to the server's max batch,
    pinned to the server's CPU with its torch threads;
 2. `ttsperf serve --synthetic --config tiny --max-batch 64`, pinned to that CPU;
 3. `ttsperf bench URL --adapter openai --stream --concurrency 64 --requests N --warmup 64 -o RUN`
-   pinned to the other CPU (the default text: the guide's sentence);
+   pinned to the other CPU (the default text: the guide's sentence; --text-set: a built-in set,
+   e.g. mixed, whose lengths the prediction draws each request's from);
 4. `ttsperf plan --profile prof.json --predict --like RUN --max-batch 64 --json`;
 5. with --bracket, the profile again after the bench, and the prediction from each (the table's
    prediction is their mean: the machine's speed drifts by minutes);
@@ -72,6 +73,7 @@ def main() -> None:
     ap.add_argument(
         "--think-time", type=float, default=None, help="bench's listeners (default: back to back)"
     )
+    ap.add_argument("--text-set", default=None, help="bench's built-in texts (default: the guide's sentence)")
     ap.add_argument("--repeats", type=int, default=5, help="profile's timed repeats per point")
     ap.add_argument(
         "--bracket",
@@ -106,6 +108,7 @@ def main() -> None:
     try:
         wait_ready(url)
         listen = [] if a.think_time is None else ["--think-time", f"{a.think_time:g}"]
+        listen += [] if a.text_set is None else ["--text-set", a.text_set]
         bench = ["bench", url, "--adapter", "openai", "--stream", "--concurrency", str(a.streams), *listen,
                  "--requests", str(a.requests), "--warmup", str(a.streams), "--timeout", "600", "--no-gpu",
                  "-o", str(run)]  # fmt: skip
