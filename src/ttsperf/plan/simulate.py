@@ -158,6 +158,9 @@ def _run_steps(c: tuple[float, ...], batch: int, ctx0: int, k: int, t_stop: floa
     """
     c0, c1, c2, c3, c4 = c
     # the memory and compute terms of step j: c1 + c2 x (ctx + batch), c3 x batch + c4 x ctx
+    if k == 1:  # the next event is one step away (common at a full batch): that one step
+        m, f = c1 + c2 * (ctx0 + batch), c3 * batch + c4 * ctx0
+        return c0 + (m if m >= f else f), 1
     sc = ctx0
     m_first, f_first = c1 + c2 * (sc + batch), c3 * batch + c4 * sc
     sc = ctx0 + batch * (k - 1)
@@ -338,6 +341,11 @@ class _Rows:
             self.shared = next(
                 (k for k in range(shortest) if any(e[k] != first[k] for e in self.emit_after)), shortest
             )
+        # (decode steps from a row's start, chunk index) of each class's chunks: all of them; the
+        # shared ones; those after the shared ones
+        self._all = [[(off, k) for k, off in enumerate(e)] for e in self.emit_after]
+        self._head = self._all[0][: self.shared]
+        self._tail = [chunks[self.shared :] for chunks in self._all]
         self.g = 0  # global decode step
         self.starts: deque[int] = deque()  # running rows' start steps, oldest first
         self.running = 0  # rows in the batch (starts also holds rows that left out of order)
@@ -351,22 +359,22 @@ class _Rows:
         steps. `lengths`: each row's class (None: all of class 0)."""
         self.starts.extend([self.g] * len(rids))
         self.running += len(rids)
-        if lengths is None:
-            self._schedule(rids, 0, 0, len(self.emit_after[0]))
+        if lengths is None or len(rids) == 1:  # one class: all its chunks at once
+            c = 0 if lengths is None else lengths[0]
+            self._schedule(rids, c, self._all[c])
             return
-        self._schedule(rids, 0, 0, self.shared)  # the chunks every class emits alike, once for all
+        self._schedule(rids, 0, self._head)  # the chunks every class emits alike, once for all
         by: dict[int, list[int]] = {}
         for rid, c in zip(rids, lengths, strict=True):
             by.setdefault(c, []).append(rid)
         for c, ids in by.items():
-            self._schedule(ids, c, self.shared, len(self.emit_after[c]))
+            self._schedule(ids, c, self._tail[c])
 
-    def _schedule(self, ids: list[int], c: int, k0: int, k1: int) -> None:
-        """Events for chunks k0..k1-1 of rows `ids` of class c, started at this step."""
+    def _schedule(self, ids: list[int], c: int, chunks: list[tuple[int, int]]) -> None:
+        """Events for `chunks` (steps from the start, index) of rows `ids` of class c, started now."""
         g, events = self.g, self.events
-        after = self.emit_after[c]
-        for k in range(k0, k1):
-            at = g + after[k]
+        for off, k in chunks:
+            at = g + off
             evs = events.get(at)
             if evs is None:
                 events[at] = [(ids, k, c)]
@@ -413,6 +421,7 @@ class _Emitter:
         self.chunk_audio = [plan[1] for plan in plans]  # per length class
         # each chunk's audio in whole steps: a call's audio is their sum, exact in any order
         self.chunk_played = [[round(a * F.STEPS_PER_AUDIO_SECOND) for a in plan[1]] for plan in plans]
+        self.last_chunk = [len(plan[1]) - 1 for plan in plans]
         self.loop = arrivals.loop
         self.handoff_s, self.serial = self.loop.handoff_s, self.loop.serial
         self.think_s = arrivals.load.think_s
@@ -426,12 +435,18 @@ class _Emitter:
     ) -> tuple[int, float, float]:
         """-> (measured requests done, the worker's time after the call, its hand-off debt)."""
         chunk_audio, requests = self.chunk_audio, self.arrivals.requests
+        played = self.chunk_played
         if len(groups) == 1:  # the common case: rows that joined together, at one chunk
             rids, c, L = groups[0]
-            key = (self.chunk_played[L][c] * len(rids), len(rids))
+            n = len(rids)
+            key = (played[L][c] * n, n)
         else:
-            played = self.chunk_played
-            key = (sum([played[L][c] * len(r) for r, c, L in groups]), sum([len(r) for r, _, _ in groups]))
+            steps = n = 0
+            for r, c, L in groups:
+                k = len(r)
+                steps += played[L][c] * k
+                n += k
+            key = (steps, n)
         call = self.calls.get(key)
         if call is None:  # calls repeat: the same chunks of the same number of rows
             self.calls[key] = call = self.step.vocoder(key[0] / F.STEPS_PER_AUDIO_SECOND, key[1])
@@ -440,10 +455,12 @@ class _Emitter:
             debt += self.handoff_s * key[1]
         done = 0
         loop_free, per_chunk = self.loop.free, self.per_chunk
+        leave, send, measured, think_s = self.rows.leave, self.arrivals.add, self.measured, self.think_s
+        lasts = self.last_chunk
         # the hot loop of a run: comparisons instead of max() (a call each), same arithmetic
         for rids, c, L in groups:
             a = chunk_audio[L][c]
-            last_chunk = len(chunk_audio[L]) - 1
+            last_chunk = lasts[L]
             for rid in rids:
                 if loop_free < now:
                     loop_free = now
@@ -459,12 +476,12 @@ class _Emitter:
                     q.play_end = (out if late > 0 else q.play_end) + a
                 if c == last_chunk:
                     q.done = out
-                    self.rows.leave(q.start_step)
-                    done += rid in self.measured
+                    leave(q.start_step)
+                    done += rid in measured
                     if q.stream >= 0:
-                        if self.think_s is not None:  # a listener: after the reply has played, and thought
-                            q.pause = max(out, q.play_end) + self.think_s - out
-                        self.arrivals.add(out + q.pause, q.stream)
+                        if think_s is not None:  # a listener: after the reply has played, and thought
+                            q.pause = max(out, q.play_end) + think_s - out
+                        send(out + q.pause, q.stream)
         self.loop.free = loop_free
         return done, now, debt
 
@@ -540,18 +557,17 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
             loop.owed = 0.0
         if waiting and rows.running < maxb:
             joining = []
+            lengths = None if prompts is None else []
             while waiting and rows.running + len(joining) < maxb:
                 rid = waiting.popleft()
-                requests[rid].start_step = rows.g
+                q = requests[rid]
+                q.start_step = rows.g
                 joining.append(rid)
+                if lengths is not None:
+                    lengths.append(q.length)
             n = len(joining)
-            if prompts is None:
-                rows.admit(joining)
-                key = (prompt, n)
-            else:
-                lengths = [requests[rid].length for rid in joining]
-                rows.admit(joining, lengths)
-                key = (max(prompts[c] for c in lengths), n)
+            rows.admit(joining, lengths)
+            key = (prompt, n) if lengths is None else (max(map(prompts.__getitem__, lengths)), n)
             t = prefills.get(key)
             if t is None:
                 prefills[key] = t = sm.prefill(*key)
