@@ -76,6 +76,11 @@ def main() -> None:
     ap.add_argument("--text-set", default=None, help="bench's built-in texts (default: the guide's sentence)")
     ap.add_argument("--repeats", type=int, default=5, help="profile's timed repeats per point")
     ap.add_argument(
+        "--contexts",
+        default="32,256",
+        help="profile's contexts: up to the run's longest (mixed: 32,256,1200)",
+    )
+    ap.add_argument(
         "--bracket",
         action="store_true",
         help="profile again after the bench and predict from each profile: this shared machine's "
@@ -93,7 +98,7 @@ def main() -> None:
     def profile(path: Path) -> None:
         print(f"profiling batches {batches} ... ({path})", file=sys.stderr, flush=True)
         ttsperf("profile", "--synthetic", "--config", "tiny", "--batches", ",".join(map(str, batches)),
-                "--contexts", "32,256", "--prompts", "16,32", "--repeats", str(a.repeats), "-o", str(path),
+                "--contexts", a.contexts, "--prompts", "16,32", "--repeats", str(a.repeats), "-o", str(path),
                 cpus=server, env=env, check=True, stdout=subprocess.DEVNULL)  # fmt: skip
 
     profile(prof)

@@ -117,3 +117,8 @@ def test_a_run_of_many_lengths_is_predicted_on_its_own_lengths(mock_url, tmp_pat
     assert p.workload["audio_max_s"] == pytest.approx(max(audio)) and p.workload["lengths"] == len(audio)
     assert f"P99 {statistics.quantiles(audio, n=100, method='inclusive')[98]:.2f} s of 40 answered" in p.like
     assert p.prediction.e2e_p99_s > 2 * p.prediction.e2e_p50_s
+    # in the order bench sent them: the k-th simulated request takes the k-th measured length
+    from ttsperf.plan.like import like
+
+    sent = sorted((r for r in run.records if not r.warmup and r.ok), key=lambda r: r.i)
+    assert [a for a, _ in like(str(path)).lengths] == [r.audio_s for r in sent]

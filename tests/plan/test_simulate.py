@@ -398,3 +398,14 @@ def test_every_card_draws_the_same_lengths_for_the_same_requests():
     for i in range(50):
         other_seed.add(0.1 * i, -1)
     assert [q.length for q in other_seed.requests] != first
+
+
+def test_lengths_in_order_go_round_as_bench_sends_its_texts():
+    """ordered: the k-th request takes length k mod n (bench's texts in order; --like a run's
+    own order), whatever the seed."""
+    from ttsperf.plan.simulate import Arrivals
+
+    a = Arrivals(Load("rate", 5.0), np.random.default_rng(3), lengths=3, seed=9, ordered=True)
+    for i in range(7):
+        a.add(0.1 * i, -1)
+    assert [q.length for q in a.requests] == [0, 1, 2, 0, 1, 2, 0]

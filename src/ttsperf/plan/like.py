@@ -35,8 +35,9 @@ class Like:
     requests: int
     audio_seconds: float  # the mean of `lengths`
     prompt_tokens: int | None  # None: the run does not say (a server without X-Prompt-Tokens)
-    # each answered measured request's audio seconds and prompt tokens (None: not said): the
-    # lengths the simulator draws from, so a prediction holds the run's spread, not one length
+    # each answered measured request's audio seconds and prompt tokens (None: not said), in the
+    # order bench sent them: the simulator's k-th request takes the k-th, so a prediction holds
+    # the run's spread and its order (a text set's long texts come together), not one length
     lengths: tuple[tuple[float, int | None], ...]
     streamed: bool
     point: str  # its strategy's label, e.g. concurrent@64
@@ -83,6 +84,10 @@ def _point(run: dict, path: str, streams: int | None, rate: float | None) -> tup
     return points[0]
 
 
+def _index(r: dict) -> int:
+    return int(r["i"])
+
+
 def _answered(r: dict) -> bool:
     """A measured request that was answered (bench's RequestRecord.ok, warm-up left out)."""
     return not r["warmup"] and r.get("error") is None and r.get("t_end") is not None
@@ -103,7 +108,8 @@ def like(path: str, streams: int | None = None, rate: float | None = None) -> Li
                     f"--like {path}: arrivals {s['arrival']!r}; the simulator draws poisson or constant"
                 )
             load = Load("rate" if arrival == "poisson" else "constant", float(s["rate"]))
-        mine = [r for r in run.get("records", []) if r["point"] == index and _answered(r)]
+        # in the order bench sent them (its texts go round in order)
+        mine = sorted((r for r in run.get("records", []) if r["point"] == index and _answered(r)), key=_index)
     except (KeyError, TypeError) as exc:
         raise UserError(
             f"--like {path}: not a bench run as ttsperf bench writes it (missing {exc})"

@@ -56,9 +56,12 @@ class Workload:
     # requests of several lengths, each equally likely: (audio seconds, prompt tokens); a length
     # twice as likely appears twice. Empty: every request is audio_seconds with prompt_tokens.
     lengths: tuple[tuple[float, int], ...] = ()
+    # True: the k-th request sent takes lengths[k % n], in order, as bench sends a text set's
+    # texts (--like: the run's own order); False: each drawn at random, as users ask
+    ordered: bool = False
 
     @classmethod
-    def mixed(cls, lengths: list[tuple[float, int]], **kw: int | None) -> Workload:
+    def mixed(cls, lengths: list[tuple[float, int]], **kw: int | bool | None) -> Workload:
         """Requests drawn from `lengths` (one length: plainly that one), with their mean as the
         workload's audio_seconds and prompt_tokens."""
         if not lengths:

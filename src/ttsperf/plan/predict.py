@@ -182,11 +182,11 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         for flag, value in (("--step-overhead", s.step_overhead), ("--vocoder-overhead", s.vocoder_overhead)):
             if value is not None:
                 basis += f"; {flag} {value} (what-if)"
-    if lk is not None:  # the run's own lengths, each request's drawn from them
+    if lk is not None:  # the run's own lengths, in the order it sent them
         lengths = [(a, prompt_tokens if p is None else int(p)) for a, p in lk.lengths]
     else:
         lengths = flag_lengths
-    w = Workload.mixed(lengths, first_chunk_steps=first_chunk_steps)
+    w = Workload.mixed(lengths, first_chunk_steps=first_chunk_steps, ordered=lk is not None)
     longest = max(a for a, _ in w.classes())
     maxb = max_batch or card.max_batch(w)[0]
     if max_batch is None and mode_cap is not None and mode_cap < maxb:  # graphs capture 256 rows

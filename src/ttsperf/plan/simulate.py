@@ -258,23 +258,28 @@ class Arrivals:
         loop: EventLoop | None = None,
         lengths: int = 1,
         seed: int = 0,
+        ordered: bool = False,
     ) -> None:
         self.load, self.rng = load, rng
         self.loop = EventLoop() if loop is None else loop
         self.requests: list[Request] = []  # by id, in the order they were scheduled
         self.heap: list[tuple[float, int]] = []  # (time sent, or queued once taken in; id)
         self._last_open = 0.0
-        # Request i's length class, drawn apart from the arrivals: every card and setting of one
-        # plan is simulated on the same sequence of lengths (common random numbers).
+        # Request i's length class: i mod n in order (bench's order), or drawn apart from the
+        # arrivals; either way every card and setting of one plan is simulated on the same
+        # sequence of lengths (common random numbers).
         self.n_lengths = lengths
-        self._length_rng = np.random.default_rng([seed, 1]) if lengths > 1 else None
+        self._length_rng = np.random.default_rng([seed, 1]) if lengths > 1 and not ordered else None
+        self._ordered = ordered and lengths > 1
         self._length_of: list[int] = []
 
     def add(self, t: float, stream: int) -> None:
         i = len(self.requests)
         heapq.heappush(self.heap, (t, i))
         q = Request(t, stream)
-        if self._length_rng is not None:
+        if self._ordered:
+            q.length = i % self.n_lengths
+        elif self._length_rng is not None:
             if i >= len(self._length_of):
                 self._length_of.extend(self._length_rng.integers(0, self.n_lengths, 4096).tolist())
             q.length = self._length_of[i]
@@ -515,7 +520,9 @@ def _one_run(
         warmup = streams if streams else max(10, n_requests // 10)
         # A closed loop is measured over at least one full wave of its streams after the warm-up one.
         n_requests = max(n_requests, streams)
-    arrivals = Arrivals(load, np.random.default_rng(seed), EventLoop.of(engine), len(w.classes()), seed)
+    arrivals = Arrivals(
+        load, np.random.default_rng(seed), EventLoop.of(engine), len(w.classes()), seed, w.ordered
+    )
     b0 = min(streams, maxb)  # one request's service time, to stagger a closed loop's streams over
     service = (
         w.steps * float(sm.step(b0, b0 * (w.prompt_tokens + w.steps / 2)))
