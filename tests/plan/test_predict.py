@@ -194,6 +194,9 @@ def test_a_card_without_a_profile_is_predicted_in_the_servers_mode_from_the_host
             "--ramp-up 4: expected seconds >= 0 with --streams",
         ),
         ({"gpus": "RTX 4090", "users": 4, "ramp_up": -1.0}, "--ramp-up -1: expected seconds >= 0"),
+        ({"gpus": "RTX 4090", "like": "run.json", "text_set": "zh"}, "--predict --like: --text-set not used"),
+        ({"gpus": "RTX 4090", "streams": 2, "text_set": "zh", "audio_seconds": 3.0}, "--text-set zh and"),
+        ({"gpus": "RTX 4090", "streams": 2, "text_set": "klingon"}, "--text-set: unknown set 'klingon'"),
     ],
 )
 def test_a_mode_or_think_time_that_cannot_apply_is_refused(kw, message):

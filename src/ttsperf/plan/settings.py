@@ -234,6 +234,12 @@ class PlanSettings(Layered):
             )
         if self.like is not None and self.streams is not None and self.rate is not None:
             raise UserError("--predict --like: --streams or --rate names the run's load point; give one")
+        if self.like is not None and (self.text_set is not None or self.audio_seconds is not None):
+            flag = "--text-set" if self.text_set is not None else "--audio-seconds"
+            raise UserError(
+                f"--predict --like: {flag} not used (the run's own requests are predicted, each "
+                "with the audio it got; --prompt-tokens stands in where the run does not say)"
+            )
         if self.ramp_up is not None and (self.rate is not None or self.like or not self.ramp_up >= 0):
             raise UserError(
                 f"--ramp-up {self.ramp_up:g}: expected seconds >= 0 with --streams or --users (a closed "
