@@ -191,3 +191,26 @@ def test_the_readme_plan_example_prints_what_the_readme_shows():
     printed = [line.rstrip() for line in r.stdout.splitlines()]
     for line in shown:
         assert line.rstrip() in printed, line
+
+
+@pytest.mark.parametrize(
+    ("flags", "text_set", "source"),
+    [
+        ({}, "zh-8s", "the guide's 8 s utterances as bench's zh-8s texts"),
+        ({"text_set": "mixed"}, "mixed", "bench's mixed texts (--text-set)"),
+        ({"audio_seconds": 3.0}, None, None),
+    ],
+)
+def test_the_plan_says_which_texts_it_simulated_and_sources_only_the_default_to_the_guide(
+    flags, text_set, source
+):
+    plan = make_plan(scenario="realtime", gpus="T4", requests=200, **flags)
+    w, defaults = plan.inputs.workload, plan.inputs.defaults
+    assert w.get("text_set") == text_set
+    if text_set is None:
+        assert w["requests"] == "--audio-seconds" and "text_set" not in defaults
+        assert defaults["audio_seconds"].value == 3.0
+    else:
+        assert w["requests"] == f"--text-set {text_set}"
+        assert defaults["text_set"].value == text_set and defaults["text_set"].source.startswith(source)
+        assert ("guide" in defaults["text_set"].source) == (text_set == "zh-8s")

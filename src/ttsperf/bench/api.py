@@ -149,12 +149,7 @@ async def search(cfg: BenchSettings, one_point, run: BenchRun) -> None:
     try:
         x = next(steps)
         while True:
-            if closed:
-                s = Strategy(
-                    kind="concurrent", concurrency=int(x), think_s=cfg.think_s(), ramp_s=cfg.ramp_up or None
-                )
-            else:
-                s = Strategy(kind="rate", rate=x, arrival=cfg.arrival, max_concurrency=cfg.max_concurrency)
+            s = cfg.strategy(x)
             point = await one_point(len(run.points), s)
             verdicts[x] = point.slo
             x = steps.send(bool(point.slo and point.slo.passed))

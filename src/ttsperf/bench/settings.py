@@ -157,15 +157,19 @@ class BenchSettings(Layered):
         return out
 
     def strategies(self) -> list:
+        return [self.strategy(x) for x in self.rate or self.in_flight() or [1]]
+
+    def strategy(self, load: float):
+        """The load point at `load`: requests/s with --rate, else that many closed-loop senders."""
         from ttsperf.bench.results import Strategy
 
         if self.rate:
-            return [Strategy(kind="rate", rate=r, arrival=self.arrival, max_concurrency=self.max_concurrency)
-                    for r in self.rate]  # fmt: skip
-        return [
-            Strategy(kind="concurrent", concurrency=c, think_s=self.think_s(), ramp_s=self.ramp_up or None)
-            for c in self.in_flight() or [1]
-        ]
+            return Strategy(
+                kind="rate", rate=load, arrival=self.arrival, max_concurrency=self.max_concurrency
+            )
+        return Strategy(
+            kind="concurrent", concurrency=int(load), think_s=self.think_s(), ramp_s=self.ramp_up or None
+        )
 
     def in_flight(self) -> list[int]:
         """A closed loop's sizes: --users or --concurrency (empty: an open loop, or neither given)."""

@@ -360,11 +360,10 @@ def _memory_table(sc: ScenarioPlan, console: Console, batch: int) -> None:
 
 def requests_text(w: dict) -> str:
     """The requests a plan simulated: a text set's (their spread of audio) or one length."""
-    source = str(w.get("requests", ""))
-    if source.startswith("--text-set"):
+    if "text_set" in w:
         low, high = float(w["audio_min_s"]), float(w["audio_max_s"])
         return (
-            f"requests of bench's {source.split()[-1]} texts, {low:.1f}-{high:.1f} s of audio (mean "
+            f"requests of bench's {w['text_set']} texts, {low:.1f}-{high:.1f} s of audio (mean "
             f"{float(w['audio_seconds']):.1f} s), {w['prompt_tokens']}-token prompt on average"
         )
     return (

@@ -31,14 +31,14 @@ from ttsperf.plan.rows import plan_row
 from ttsperf.plan.scenarios import SCENARIOS, Scenario, parse_duration, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs, PlanRow, ScenarioPlan, Slo
 from ttsperf.plan.search import PlanContext, Simulations
-from ttsperf.plan.settings import PlanSettings
+from ttsperf.plan.settings import DEFAULT_TEXT_SET, PlanSettings, requests_flag
 from ttsperf.plan.simulate import Load
 from ttsperf.profile.schema import (
     load_profile,
 )
 
 
-def _defaults(workload: Workload, requests: str, calibrated: bool, host: str) -> dict[str, Default]:
+def _defaults(workload: Workload, text_set: str | None, calibrated: bool, host: str) -> dict[str, Default]:
     d = {
         "runtime_bytes": Default(value=M.DEFAULT_RUNTIME_BYTES, source=M.DEFAULT_RUNTIME_SOURCE),
         "fragmentation": Default(value=M.DEFAULT_FRAGMENTATION, source=M.DEFAULT_FRAGMENTATION_SOURCE),
@@ -53,13 +53,17 @@ def _defaults(workload: Workload, requests: str, calibrated: bool, host: str) ->
         **(
             {
                 "text_set": Default(
-                    value=requests.split()[-1],
-                    source="the guide's 8 s utterances as bench's zh-8s texts; each request's audio "
-                    "from its text at the sourced speech rate, its prompt from the text's characters "
-                    "(ttsperf/textsets.py; --text-set)",
+                    value=text_set,
+                    source=(
+                        "the guide's 8 s utterances as bench's zh-8s texts"
+                        if text_set == DEFAULT_TEXT_SET
+                        else f"bench's {text_set} texts (--text-set)"
+                    )
+                    + "; each request's audio from its text at the sourced speech rate, its prompt "
+                    "from the text's characters (ttsperf/textsets.py)",
                 )
             }
-            if requests.startswith("--text-set")
+            if text_set
             else {
                 "audio_seconds": Default(
                     value=workload.audio_seconds, source="the guide's 8 s clips (--audio-seconds)"
@@ -152,7 +156,7 @@ def make_plan(
         rates=rates,
     )
     dt = plan_dtype(profiles, s.dtype)
-    lengths, requests = s.lengths()
+    lengths, text_set = s.lengths()
     workload = Workload.mixed(lengths, first_chunk_steps=first_chunk_steps, slot_tokens=s.slot_tokens)
     if s.slot_tokens is not None and s.slot_tokens < workload.context_tokens:
         raise UserError(
@@ -169,7 +173,7 @@ def make_plan(
     ctx = PlanContext(
         cat, workload, s.requests, s.seed, s.memory_at, s.max_batch, own_cards, s.engine, s.gpus_per_machine,
         modes=parse_modes(s.mode),
-        text_set=requests.split()[-1] if requests.startswith("--text-set") else None,
+        text_set=text_set,
         mode_table=O.modes_from_host(host_profile, host),
         prefill_host=O.prefill_host(host_profile),
         first_chunk_fixed=s.first_chunk_steps is not None,
@@ -187,8 +191,8 @@ def make_plan(
             "--prices FILE or a price set (ttsperf plan --list-prices)"
         )
     inputs = _inputs(
-        s, [p for p, _ in profiles], note, dt, workload, requests, cards, cat,
-        _defaults(workload, requests, calibrated, host),
+        s, [p for p, _ in profiles], note, dt, workload, text_set, cards, cat,
+        _defaults(workload, text_set, calibrated, host),
     )  # fmt: skip
     return Plan(inputs=inputs, scenarios=scenarios, notes=notes)
 
@@ -199,7 +203,7 @@ def _inputs(
     note: str,
     dt: str,
     workload: Workload,
-    requests: str,
+    text_set: str | None,
     cards: list[Card],
     cat: Catalog,
     defaults: dict[str, Default],
@@ -210,7 +214,8 @@ def _inputs(
         calibration=note,
         workload={
             "dtype": dt,
-            "requests": requests,  # --text-set NAME (texts' lengths) or --audio-seconds (one length)
+            "requests": requests_flag(text_set),  # a text set's lengths, or one length
+            **({"text_set": text_set} if text_set else {}),
             "audio_seconds": round(workload.audio_seconds, 3),  # the mean, of several lengths
             "audio_min_s": round(min(a for a, _ in workload.classes()), 3),
             "audio_max_s": round(max(a for a, _ in workload.classes()), 3),

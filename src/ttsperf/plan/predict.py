@@ -27,7 +27,7 @@ from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.like import like
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.scenarios import parse_duration
-from ttsperf.plan.settings import PlanSettings
+from ttsperf.plan.settings import PlanSettings, requests_flag
 from ttsperf.plan.simulate import EngineModel, Load, simulate
 from ttsperf.plan.steptime import StepModel
 from ttsperf.profile.schema import load_profile
@@ -157,7 +157,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
     requests, seed = s.requests, s.seed
     lk = like(s.like, streams, rate) if s.like else None
     # the requests: a bench run's own (--like), else the flags' (a text set's, or one length)
-    flag_lengths, source = s.lengths()
+    flag_lengths, text_set = s.lengths()
     prompt_tokens = round(sum(p for _, p in flag_lengths) / len(flag_lengths))
     if lk is not None:  # the run's work, not the flags' defaults
         requests = lk.requests
@@ -235,7 +235,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             "steps": w.steps,
             "prompt_tokens": w.prompt_tokens,
             "first_chunk_steps": first_chunk_steps,
-            **({"requests": source} if lk is None else {}),
+            **({"requests": requests_flag(text_set)} if lk is None else {}),
         },
         like=lk.how if lk is not None else None,
         streamed=streamed,

@@ -25,6 +25,11 @@ DEFAULT_TEXT_SET = "zh-8s"
 DEFAULT_PROMPT_TOKENS = 64
 
 
+def requests_flag(text_set: str | None) -> str:
+    """How plan.json says where its requests came from: `--text-set NAME`, or `--audio-seconds`."""
+    return f"--text-set {text_set}" if text_set else "--audio-seconds"
+
+
 class PlanSettings(Layered):
     """The cards, the load, the workload, the engine's settings to search and the cost inputs."""
 
@@ -140,14 +145,14 @@ class PlanSettings(Layered):
         None, description="Language of the answer lines: en | zh (default: TTSPERF_LANG, else the locale)."
     )
 
-    def lengths(self) -> tuple[list[tuple[float, int]], str]:
-        """Each request's (audio seconds, prompt tokens) to draw from, and where they come from:
-        --audio-seconds (every request alike), else the --text-set's texts (default zh-8s)."""
+    def lengths(self) -> tuple[list[tuple[float, int]], str | None]:
+        """Each request's (audio seconds, prompt tokens) to draw from, and the text set they come
+        from: None for --audio-seconds (every request alike), else the --text-set (default zh-8s)."""
         if self.audio_seconds is not None or self.prompt_tokens is not None:
             audio = 8.0 if self.audio_seconds is None else self.audio_seconds
-            return [(audio, self.prompt_tokens or DEFAULT_PROMPT_TOKENS)], "--audio-seconds"
+            return [(audio, self.prompt_tokens or DEFAULT_PROMPT_TOKENS)], None
         name = self.text_set or DEFAULT_TEXT_SET
-        return lengths(name), f"--text-set {name}"
+        return lengths(name), name
 
     def first_chunk(self) -> int:
         """Steps before the first audio: the setting, else the official 24 (plan searches from it)."""
