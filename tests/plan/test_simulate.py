@@ -363,7 +363,7 @@ def test_a_short_row_leaves_before_a_long_one_that_started_earlier():
     long one the oldest; once the long one leaves too, the rows behind it are the oldest."""
     from ttsperf.plan.simulate import _Rows
 
-    rows = _Rows([[24, 96], [24, 48]])  # class 0 long, class 1 short
+    rows = _Rows([([24, 96], [0.2, 0.8]), ([24, 48], [0.2, 0.3])])  # class 0 long, class 1 short
     rows.admit([0], [0])  # the long row at step 0
     rows.g = 10
     rows.admit([1, 2], [1, 1])  # two short rows at step 10
@@ -378,7 +378,9 @@ def test_a_short_row_leaves_before_a_long_one_that_started_earlier():
     rows.leave(20)
     assert (rows.running, list(rows.starts)) == (0, [])
     # events: each class at its own chunk boundaries (a row's step n of audio at decode step n - 1)
-    assert [(ids, k, c) for ids, k, c in rows.events[10 + 47]] == [([1, 2], 1, 1)]
+    [(ids, chunk)] = rows.events[10 + 47]
+    assert (ids, chunk.k, chunk.length, chunk.audio) == ([1, 2], 1, 1, 0.3)
+    assert (chunk.first, chunk.last) == (False, True)
 
 
 def test_every_card_draws_the_same_lengths_for_the_same_requests():

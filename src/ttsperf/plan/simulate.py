@@ -28,7 +28,9 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -327,36 +329,53 @@ class Arrivals:
             waiting.append(rid)
 
 
+class Chunk(NamedTuple):
+    """One chunk of a length class, as an event carries it: what the emit needs, looked up once."""
+
+    k: int  # its index in the reply
+    length: int  # the length class it is of
+    audio: float  # seconds of audio it holds
+    played: int  # the same in whole steps (a Decoder+Vocos call's audio is their sum)
+    first: bool
+    last: bool
+
+
 class _Rows:
     """The running batch: when each row started (the oldest is the longest context the batch is
     padded to) and the global steps at which rows emit a chunk. Rows of one length finish in the
     order they started; of several, a short one leaves before a long one that started earlier."""
 
-    def __init__(self, ends: list[list[int]]) -> None:
+    def __init__(self, plans: list[tuple[list[int], list[float]]]) -> None:
         # the prefill's own forward samples the first codes, so a row's n-th step of audio comes
         # from decode step n - 1 (a one-step request still takes one decode step here)
-        self.emit_after = [[max(off - 1, 1) for off in e] for e in ends]  # per length class
+        self.emit_after = [[max(off - 1, 1) for off in ends] for ends, _ in plans]  # per length class
         # the chunks every length class emits alike (at the same steps, none of them a class's
         # last): rows that join together share one event for each, whatever their lengths
         first = self.emit_after[0]
-        if len(ends) == 1:
+        if len(plans) == 1:
             self.shared = len(first)
         else:
             shortest = min(len(e) for e in self.emit_after) - 1
             self.shared = next(
                 (k for k in range(shortest) if any(e[k] != first[k] for e in self.emit_after)), shortest
             )
-        # (decode steps from a row's start, chunk index) of each class's chunks: all of them; the
+        # (decode steps from a row's start, chunk) of each class's chunks: all of them; the
         # shared ones; those after the shared ones
-        self._all = [[(off, k) for k, off in enumerate(e)] for e in self.emit_after]
+        self._all = [
+            [
+                (off, Chunk(k, c, a, round(a * F.STEPS_PER_AUDIO_SECOND), k == 0, k == len(e) - 1))
+                for k, (off, a) in enumerate(zip(e, audio, strict=True))
+            ]
+            for c, (e, (_, audio)) in enumerate(zip(self.emit_after, plans, strict=True))
+        ]
         self._head = self._all[0][: self.shared]
         self._tail = [chunks[self.shared :] for chunks in self._all]
         self.g = 0  # global decode step
         self.starts: deque[int] = deque()  # running rows' start steps, oldest first
         self.running = 0  # rows in the batch (starts also holds rows that left out of order)
         self._left: dict[int, int] = {}  # start step -> rows of it that left out of order
-        # global step -> [(ids of rows that joined together, chunk index, length class)]
-        self.events: dict[int, list[tuple[list[int], int, int]]] = {}
+        # global step -> [(ids of rows that joined together, their chunk)]
+        self.events: dict[int, list[tuple[list[int], Chunk]]] = {}
         self.event_steps: list[int] = []  # heap of the keys of `events`
 
     def admit(self, rids: list[int], lengths: list[int] | None = None) -> None:
@@ -365,27 +384,26 @@ class _Rows:
         self.starts.extend([self.g] * len(rids))
         self.running += len(rids)
         if lengths is None or len(rids) == 1:  # one class: all its chunks at once
-            c = 0 if lengths is None else lengths[0]
-            self._schedule(rids, c, self._all[c])
+            self._schedule(rids, self._all[0 if lengths is None else lengths[0]])
             return
-        self._schedule(rids, 0, self._head)  # the chunks every class emits alike, once for all
+        self._schedule(rids, self._head)  # the chunks every class emits alike, once for all
         by: dict[int, list[int]] = {}
         for rid, c in zip(rids, lengths, strict=True):
             by.setdefault(c, []).append(rid)
         for c, ids in by.items():
-            self._schedule(ids, c, self._tail[c])
+            self._schedule(ids, self._tail[c])
 
-    def _schedule(self, ids: list[int], c: int, chunks: list[tuple[int, int]]) -> None:
-        """Events for `chunks` (steps from the start, index) of rows `ids` of class c, started now."""
+    def _schedule(self, ids: list[int], chunks: list[tuple[int, Chunk]]) -> None:
+        """Events for `chunks` (steps from the start, chunk) of rows `ids`, started now."""
         g, events = self.g, self.events
-        for off, k in chunks:
+        for off, chunk in chunks:
             at = g + off
             evs = events.get(at)
             if evs is None:
-                events[at] = [(ids, k, c)]
+                events[at] = [(ids, chunk)]
                 heapq.heappush(self.event_steps, at)
             else:
-                evs.append((ids, k, c))
+                evs.append((ids, chunk))
 
     def leave(self, start: int) -> None:
         """A row that started at `start` has finished."""
@@ -415,80 +433,87 @@ class _Totals:
     batch_steps: int  # sum of the batch over steps
 
 
-class _Emitter:
+Emit = Callable[[list[tuple[list[int], Chunk]], float, float], tuple[int, float, float]]
+
+
+def _emitter(engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: range) -> Emit:
     """Chunks out: one Decoder+Vocos call for every row at a chunk boundary, then the server's
     event loop hands the chunks out one after another; rows that finish leave the batch (a closed
-    loop's stream sends again)."""
+    loop's stream sends again).
 
-    def __init__(self, engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: range) -> None:
-        self.step, self.arrivals, self.rows, self.measured = engine.step, arrivals, rows, measured
-        plans = chunk_plans(engine.workload)
-        self.chunk_audio = [plan[1] for plan in plans]  # per length class
-        # each chunk's audio in whole steps: a call's audio is their sum, exact in any order
-        self.chunk_played = [[round(a * F.STEPS_PER_AUDIO_SECOND) for a in plan[1]] for plan in plans]
-        self.last_chunk = [len(plan[1]) - 1 for plan in plans]
-        self.loop = arrivals.loop
-        self.handoff_s, self.serial = self.loop.handoff_s, self.loop.serial
-        self.think_s = arrivals.load.think_s
-        # on the engine's CPU the event loop has half of it while the engine runs (2 x per chunk),
-        # and the engine's next steps pay for the other half (debt)
-        self.per_chunk = self.handoff_s * (2 if self.serial else 1)
-        self.calls: dict[tuple[int, int], float] = {}  # Decoder+Vocos call by (audio steps, rows)
+    The emit runs at nearly every step of a run, so it is a closure over what it reads (local
+    names, not attributes: the hot loop of the simulator)."""
+    step, requests, loop = engine.step, arrivals.requests, arrivals.loop
+    handoff_s, serial, think_s = loop.handoff_s, loop.serial, arrivals.load.think_s
+    # on the engine's CPU the event loop has half of it while the engine runs (2 x per chunk),
+    # and the engine's next steps pay for the other half (debt)
+    per_chunk = handoff_s * (2 if serial else 1)
+    calls: dict[tuple[int, int], float] = {}  # Decoder+Vocos call by (audio steps, rows)
+    leave, send = rows.leave, arrivals.add
 
-    def emit(
-        self, groups: list[tuple[list[int], int, int]], now: float, debt: float
-    ) -> tuple[int, float, float]:
+    def emit(groups: list[tuple[list[int], Chunk]], now: float, debt: float) -> tuple[int, float, float]:
         """-> (measured requests done, the worker's time after the call, its hand-off debt)."""
-        chunk_audio, requests = self.chunk_audio, self.arrivals.requests
-        played = self.chunk_played
         if len(groups) == 1:  # the common case: rows that joined together, at one chunk
-            rids, c, L = groups[0]
+            rids, chunk = groups[0]
             n = len(rids)
-            key = (played[L][c] * n, n)
+            key = (chunk.played * n, n)
         else:
             steps = n = 0
-            for r, c, L in groups:
+            for r, chunk in groups:
                 k = len(r)
-                steps += played[L][c] * k
+                steps += chunk.played * k
                 n += k
             key = (steps, n)
-        call = self.calls.get(key)
+        call = calls.get(key)
         if call is None:  # calls repeat: the same chunks of the same number of rows
-            self.calls[key] = call = self.step.vocoder(key[0] / F.STEPS_PER_AUDIO_SECOND, key[1])
+            calls[key] = call = step.vocoder(key[0] / F.STEPS_PER_AUDIO_SECOND, n)
         now += call
-        if self.serial:
-            debt += self.handoff_s * key[1]
+        if serial:
+            debt += handoff_s * n
         done = 0
-        loop_free, per_chunk = self.loop.free, self.per_chunk
-        leave, send, measured, think_s = self.rows.leave, self.arrivals.add, self.measured, self.think_s
-        lasts = self.last_chunk
-        # the hot loop of a run: comparisons instead of max() (a call each), same arithmetic
-        for rids, c, L in groups:
-            a = chunk_audio[L][c]
-            last_chunk = lasts[L]
-            for rid in rids:
-                if loop_free < now:
-                    loop_free = now
-                loop_free += per_chunk
-                out = loop_free
-                q = requests[rid]
-                if c == 0:
-                    q.first, q.play_end, q.stall = out, out + a, 0.0
-                else:
-                    late = out - q.play_end
-                    if late > q.stall:
-                        q.stall = late
-                    q.play_end = (out if late > 0 else q.play_end) + a
-                if c == last_chunk:
-                    q.done = out
+        # chunks go out one after another from when the call returns, or when the loop is free
+        free = loop.free
+        if free < now:
+            free = now
+        for rids, (_, _, a, _, first, last) in groups:
+            if last:
+                for rid in rids:
+                    free += per_chunk
+                    q = requests[rid]
+                    if first:
+                        q.first, q.play_end, q.stall = free, free + a, 0.0
+                    else:
+                        late = free - q.play_end
+                        if late > q.stall:
+                            q.stall = late
+                        q.play_end = (free if late > 0 else q.play_end) + a
+                    q.done = free
                     leave(q.start_step)
                     done += rid in measured
                     if q.stream >= 0:
                         if think_s is not None:  # a listener: after the reply has played, and thought
-                            q.pause = max(out, q.play_end) + think_s - out
-                        send(out + q.pause, q.stream)
-        self.loop.free = loop_free
+                            q.pause = max(free, q.play_end) + think_s - free
+                        send(free + q.pause, q.stream)
+            elif first:
+                for rid in rids:
+                    free += per_chunk
+                    q = requests[rid]
+                    q.first, q.play_end, q.stall = free, free + a, 0.0
+            else:  # most chunks: playback goes on, or stalled until this one came
+                for rid in rids:
+                    free += per_chunk
+                    q = requests[rid]
+                    late = free - q.play_end
+                    if late > 0:
+                        if late > q.stall:
+                            q.stall = late
+                        q.play_end = free + a
+                    else:
+                        q.play_end += a
+        loop.free = free
         return done, now, debt
+
+    return emit
 
 
 def simulate(
@@ -547,9 +572,9 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     # longest (one length: exactly its prompt); a prefill of rows joining together, likewise
     prompt = max(p for _, p in classes)
     prompts = [p for _, p in classes] if len(classes) > 1 else None
-    rows = _Rows([plan[0] for plan in chunk_plans(w)])
+    rows = _Rows(chunk_plans(w))
     starts, event_steps, requests, heap = rows.starts, rows.event_steps, arrivals.requests, arrivals.heap
-    emitter = _Emitter(engine, arrivals, rows, measured)
+    emit = _emitter(engine, arrivals, rows, measured)
     loop = arrivals.loop
     waiting: deque[int] = deque()
     now = idle = debt = step_time = 0.0  # debt: hand-off seconds still to share the CPU with
@@ -589,25 +614,30 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
             continue
         g, g_next = rows.g, event_steps[0]
         k = g_next - g
-        # Run steps until the next row event, or until the first boundary after the next arrival
-        # when a slot is free (so it can join).
-        t_arr = heap[0][0] - now if (batch < maxb and heap) else math.inf
-        # Sharing one CPU with the event loop's pending hand-offs (debt): the first `debt` seconds
-        # of steps take twice as long, so an arrival t_arr away comes after t_arr - debt seconds
-        # of steps (t_arr / 2 while the debt lasts).
-        t_stop = t_arr / 2 if t_arr <= 2 * debt else t_arr - debt
         ctx0 = batch * (prompt + g - starts[0])  # attended_tokens(), inlined: the hot loop
-        # a measured correction of the device's step, taken constant over the run; the host's
-        # per-row work comes on top of it
-        if plain:
-            coef = (c0 + (host_step + host_row * batch), c1, c2, c3, c4)
+        if plain and k == 1:  # the next event one step away (most steps at a full batch):
+            m, f = c1 + c2 * (ctx0 + batch), c3 * batch + c4 * ctx0  # _run_steps's k == 1, inlined
+            elapsed, stop = c0 + (host_step + host_row * batch) + (m if m >= f else f), 1
         else:
-            f = sm.factor(batch, ctx0 + batch * k / 2)
-            coef = (c0 * f + (host_step + host_row * batch), c1 * f, c2 * f, c3 * f, c4 * f)
-        elapsed, stop = _run_steps(coef, batch, ctx0, k, t_stop)
-        shared = min(elapsed, debt)
-        debt -= shared
-        elapsed += shared
+            # Run steps until the next row event, or until the first boundary after the next
+            # arrival when a slot is free (so it can join).
+            t_arr = heap[0][0] - now if (batch < maxb and heap) else math.inf
+            # Sharing one CPU with the event loop's pending hand-offs (debt): the first `debt`
+            # seconds of steps take twice as long, so an arrival t_arr away comes after
+            # t_arr - debt seconds of steps (t_arr / 2 while the debt lasts).
+            t_stop = t_arr / 2 if t_arr <= 2 * debt else t_arr - debt
+            # a measured correction of the device's step, taken constant over the run; the
+            # host's per-row work comes on top of it
+            if plain:
+                coef = (c0 + (host_step + host_row * batch), c1, c2, c3, c4)
+            else:
+                f = sm.factor(batch, ctx0 + batch * k / 2)
+                coef = (c0 * f + (host_step + host_row * batch), c1 * f, c2 * f, c3 * f, c4 * f)
+            elapsed, stop = _run_steps(coef, batch, ctx0, k, t_stop)
+        if debt:  # only with the event loop on the engine's CPU
+            shared = elapsed if elapsed < debt else debt
+            debt -= shared
+            elapsed += shared
         now += elapsed
         rows.g = g = g + stop
         steps += stop
@@ -615,7 +645,7 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
         batch_steps += batch * stop
         if g >= g_next:
             heapq.heappop(event_steps)
-            n, now, debt = emitter.emit(rows.events.pop(g), now, debt)
+            n, now, debt = emit(rows.events.pop(g), now, debt)
             done += n
     return _Totals(now, idle, steps, step_time, batch_steps)
 
