@@ -246,9 +246,14 @@ def _beats(q: Search, c: Candidate, value: float) -> bool:
     whether searching it could find more (meeting the SLO is monotone in load)."""
     if not value:
         return True
-    step_up = Load(q.kind, value + 1 if q.kind == "streams" else value * 1.01)
     sim = q.sims.simulator(engine_at(q.card, c, q.ctx), coarse(q), q.scenario.think_s)
-    return meets(sim(step_up), q.scenario.slo)
+    return meets(sim(Load(q.kind, _just_above(q.kind, value))), q.scenario.slo)
+
+
+def _just_above(kind: str, value: float) -> float:
+    """The load `_beats` tries: one stream more, or 1% more requests/s. A search of a setting that
+    beat `value` starts there: its run is simulated already (Simulations caches it)."""
+    return value + 1 if kind == "streams" else value * 1.01
 
 
 def _search_modes(q: Search, cands: list[Candidate]) -> tuple[list[Searched], list[str]]:
@@ -273,7 +278,8 @@ def _search_modes(q: Search, cands: list[Candidate]) -> tuple[list[Searched], li
         if guess and q.scenario.slo and not _beats(q, c, guess):
             skipped.append(c.mode.name)
             continue
-        tried.append(capacity_at(q, c, guess or None, coarse(q), COARSE_RESOLUTION))
+        start = _just_above(q.kind, guess) if guess and q.scenario.slo else None
+        tried.append(capacity_at(q, c, start, coarse(q), COARSE_RESOLUTION))
     return tried, skipped
 
 
@@ -295,7 +301,7 @@ def _search_first_chunk(q: Search, best: Searched) -> tuple[Searched, list[int]]
         value = best.cap.value
         if not _beats(q, c, value):
             break
-        t = capacity_at(q, c, value or None, coarse(q), COARSE_RESOLUTION)
+        t = capacity_at(q, c, _just_above(q.kind, value) if value else None, coarse(q), COARSE_RESOLUTION)
         if t.cap.value <= value:
             break
         best = t
