@@ -344,3 +344,20 @@ def test_a_cpu_profile_of_another_model_is_not_planned_in_modes_it_cannot_run(tm
     row = _row(plan, "AMD EPYC 2-core (profiled)")
     assert not row.fits and row.settings is None and row.max_streams is None
     assert "is tiny/fp32, plan is chattts/fp32: not used" in row.note
+
+
+def test_a_plan_in_processes_is_the_plan_in_one_and_reports_each_group(monkeypatch):
+    """The card groups are shared out among processes (this one included) as each takes the
+    next: every card's row is the same as planned in one process, and progress counts to all."""
+    gpus = "T4,L4,A10,A10G,L40S,RTX 3090,RTX 4090,A100 40GB SXM"
+    kw = dict(scenario="realtime", gpus=gpus, requests=250)
+    monkeypatch.setattr("ttsperf.plan.api._workers", lambda groups: 2)
+    said: list[str] = []
+    parallel = make_plan(**kw, progress=said.append)
+    monkeypatch.setattr("ttsperf.plan.api._workers", lambda groups: 1)
+    serial = make_plan(**kw)
+    rows = [[r.model_dump() for r in p.scenarios[0].rows] for p in (parallel, serial)]
+    assert rows[0] == rows[1]
+    counts = [int(m.split("(")[-1].split("/")[0]) for m in said]
+    assert counts == sorted(counts) and 1 <= len(said) <= 8
+    assert all(m.endswith("/8, 2 processes)") for m in said)

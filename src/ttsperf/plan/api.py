@@ -283,8 +283,9 @@ def _cost_hint(card: Card) -> float:
 
 
 def _workers(groups: int) -> int:
-    """Processes to plan cards in: one per CPU this process may run on, when there are enough
-    groups of cards to pay for starting them (a fresh interpreter each, ~1 s)."""
+    """Processes to plan cards in, this one included: one per CPU this process may run on, when
+    there are enough groups of cards to pay for starting the others (a fresh interpreter each,
+    ~0.3 s)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     return min(cpus, groups) if groups >= 6 else 1
 
@@ -299,26 +300,64 @@ def _rows_per_card(
     card alone, so the result is the same whatever the split)."""
     groups = _same_engine(cards)
     workers = _workers(len(groups))
-    if workers > 1:  # the costliest first (more bandwidth: more streams a run), so none ends alone
-        order = sorted(range(len(groups)), key=lambda i: -_cost_hint(groups[i][0]))
-        groups = [groups[i] for i in order]
-    rows: dict[int, list[PlanRow]] = {}  # by id(card): names may repeat across profiles
+    # the costliest first (more bandwidth: more streams a run), so none ends alone
+    groups.sort(key=lambda g: -_cost_hint(g[0]))
+
+    def done(i: int, finished: int) -> None:
+        if progress:
+            procs = f", {workers} processes" if workers > 1 else ""
+            progress(f"{', '.join(c.name for c in groups[i])} ({finished}/{len(groups)}{procs})")
+
+    # Each process takes the next group nobody has taken until none is left (shared counts);
+    # this one plans groups too while the others start.
+    ctx_mp = multiprocessing.get_context("spawn")  # no fork of a process whose threads hold locks
+    counts = (ctx_mp.Value("i", 0), ctx_mp.Value("i", 0))  # groups taken, groups finished
     if workers == 1:
-        for group in groups:
-            if progress:
-                progress(", ".join(c.name for c in group))
-            rows.update(zip(map(id, group), _group_rows(group, work, ctx), strict=True))
+        by_group = _drain(groups, work, ctx, counts, done)
     else:
-        ctx_mp = multiprocessing.get_context("spawn")  # no fork of a process whose threads hold locks
-        with ProcessPoolExecutor(workers, mp_context=ctx_mp) as pool:
-            futures = [pool.submit(_group_rows, group, work, ctx) for group in groups]
-            for group, fut in zip(groups, futures, strict=True):
-                rows.update(zip(map(id, group), fut.result(), strict=True))
-                if progress:
-                    progress(
-                        f"{', '.join(c.name for c in group)} ({len(rows)}/{len(cards)}, {workers} processes)"
-                    )
+        with ProcessPoolExecutor(
+            workers - 1, mp_context=ctx_mp, initializer=_share_counts, initargs=(counts,)
+        ) as pool:
+            futures = [pool.submit(_drain, groups, work, ctx) for _ in range(workers - 1)]
+            by_group = _drain(groups, work, ctx, counts, done)
+            for fut in futures:
+                by_group.update(fut.result())
+    rows: dict[int, list[PlanRow]] = {}  # by id(card): names may repeat across profiles
+    for i, group in enumerate(groups):
+        rows.update(zip(map(id, group), by_group[i], strict=True))
     return [rows[id(c)] for c in cards]
+
+
+_counts: Any = None  # in a pool's process: the groups taken and finished, shared by every process
+
+
+def _share_counts(counts: Any) -> None:
+    global _counts
+    _counts = counts
+
+
+def _drain(
+    groups: list[list[Card]],
+    work: list[tuple[Scenario, Load]],
+    ctx: PlanContext,
+    counts: Any = None,
+    done: Callable[[int, int], None] | None = None,
+) -> dict[int, list[list[PlanRow]]]:
+    """The rows of every group this process takes, by the group's index: it takes the next one
+    nobody has (`counts`: taken, finished; shared) until none is left."""
+    taken, finished = counts if counts is not None else _counts
+    out = {}
+    while True:
+        with taken.get_lock():
+            i = taken.value
+            taken.value += 1
+        if i >= len(groups):
+            return out
+        out[i] = _group_rows(groups[i], work, ctx)
+        with finished.get_lock():
+            finished.value += 1
+        if done:
+            done(i, finished.value)
 
 
 def plan_scenarios(
