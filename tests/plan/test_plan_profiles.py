@@ -346,9 +346,10 @@ def test_a_cpu_profile_of_another_model_is_not_planned_in_modes_it_cannot_run(tm
     assert "is tiny/fp32, plan is chattts/fp32: not used" in row.note
 
 
-def test_a_plan_in_processes_is_the_plan_in_one_and_reports_each_group(monkeypatch):
-    """The card groups are shared out among processes (this one included) as each takes the
-    next: every card's row is the same as planned in one process, and progress counts to all."""
+def test_a_plan_in_processes_is_the_plan_in_one_and_says_how_far_it_is(monkeypatch):
+    """The card groups are shared out among processes (this one included, from the cheap end):
+    every card's row is the same as planned in one process, and progress counts the groups done
+    as it goes."""
     gpus = "T4,L4,A10,A10G,L40S,RTX 3090,RTX 4090,A100 40GB SXM"
     kw = dict(scenario="realtime", gpus=gpus, requests=250)
     monkeypatch.setattr("ttsperf.plan.api._workers", lambda groups: 2)
@@ -359,5 +360,15 @@ def test_a_plan_in_processes_is_the_plan_in_one_and_reports_each_group(monkeypat
     rows = [[r.model_dump() for r in p.scenarios[0].rows] for p in (parallel, serial)]
     assert rows[0] == rows[1]
     counts = [int(m.split("(")[-1].split("/")[0]) for m in said]
-    assert counts == sorted(counts) and 1 <= len(said) <= 8
-    assert all(m.endswith("/8, 2 processes)") for m in said)
+    assert counts == sorted(counts) and counts[0] == 0 and counts[-1] < 8
+    assert all(m.endswith("/8 done, 2 processes)") for m in said)
+
+
+def test_an_error_planning_in_this_process_stops_the_others_and_is_raised(monkeypatch):
+    def boom(group, work, ctx):
+        raise RuntimeError(f"planning {group[0].name} failed")
+
+    monkeypatch.setattr("ttsperf.plan.api._workers", lambda groups: 2)
+    monkeypatch.setattr("ttsperf.plan.api._group_rows", boom)  # this process's only
+    with pytest.raises(RuntimeError, match="planning .* failed"):
+        make_plan(scenario="realtime", gpus="T4,L4,A10,A10G,L40S,RTX 3090,RTX 4090", requests=250)

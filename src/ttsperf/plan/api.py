@@ -11,8 +11,8 @@ import multiprocessing
 import os
 import pickle
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import replace
+from concurrent.futures import ProcessPoolExecutor, wait
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -299,65 +299,102 @@ def _rows_per_card(
     """Every card's rows, groups of cards in parallel processes (each card's rows depend on that
     card alone, so the result is the same whatever the split)."""
     groups = _same_engine(cards)
+    groups.sort(key=lambda g: -_cost_hint(g[0]))  # the costliest first, so none ends alone
     workers = _workers(len(groups))
-    # the costliest first (more bandwidth: more streams a run), so none ends alone
-    groups.sort(key=lambda g: -_cost_hint(g[0]))
 
-    def done(i: int, finished: int) -> None:
+    def say(what: str, done: int) -> None:
         if progress:
             procs = f", {workers} processes" if workers > 1 else ""
-            progress(f"{', '.join(c.name for c in groups[i])} ({finished}/{len(groups)}{procs})")
+            progress(f"{what} ({done}/{len(groups)} done{procs})")
 
-    # Each process takes the next group nobody has taken until none is left (shared counts);
-    # this one plans groups too while the others start.
-    ctx_mp = multiprocessing.get_context("spawn")  # no fork of a process whose threads hold locks
-    counts = (ctx_mp.Value("i", 0), ctx_mp.Value("i", 0))  # groups taken, groups finished
     if workers == 1:
-        by_group = _drain(groups, work, ctx, counts, done)
+        rows_of = {}
+        for i, group in enumerate(groups):
+            say(", ".join(c.name for c in group), i)
+            rows_of[i] = _group_rows(group, work, ctx)
     else:
-        with ProcessPoolExecutor(
-            workers - 1, mp_context=ctx_mp, initializer=_share_counts, initargs=(counts,)
-        ) as pool:
-            futures = [pool.submit(_drain, groups, work, ctx) for _ in range(workers - 1)]
-            by_group = _drain(groups, work, ctx, counts, done)
-            for fut in futures:
-                by_group.update(fut.result())
+        rows_of = _in_processes(groups, work, ctx, workers, say)
     rows: dict[int, list[PlanRow]] = {}  # by id(card): names may repeat across profiles
     for i, group in enumerate(groups):
-        rows.update(zip(map(id, group), by_group[i], strict=True))
+        rows.update(zip(map(id, group), rows_of[i], strict=True))
     return [rows[id(c)] for c in cards]
 
 
-_counts: Any = None  # in a pool's process: the groups taken and finished, shared by every process
+GroupRows = dict[int, list[list[PlanRow]]]  # each group's rows, by the group's index
 
 
-def _share_counts(counts: Any) -> None:
+@dataclass
+class _Counts:
+    """Groups taken and finished, shared by every process planning them."""
+
+    taken: Any  # multiprocessing Values (synchronized ints)
+    finished: Any
+
+    def take(self) -> int:
+        with self.taken.get_lock():
+            self.taken.value += 1
+            return self.taken.value - 1
+
+    def finish(self) -> int:
+        with self.finished.get_lock():
+            self.finished.value += 1
+            return self.finished.value
+
+
+def _in_processes(
+    groups: list[list[Card]],
+    work: list[tuple[Scenario, Load]],
+    ctx: PlanContext,
+    workers: int,
+    say: Callable[[str, int], None],
+) -> GroupRows:
+    """The groups shared out among `workers` processes, this one included: each takes the next
+    group nobody has taken until none is left. This one starts at once, the others once their
+    interpreter has (~0.3 s each). Spawned: no fork of a process whose threads hold locks."""
+    spawn = multiprocessing.get_context("spawn")
+    counts = _Counts(spawn.Value("i", 0), spawn.Value("i", 0))
+    with ProcessPoolExecutor(
+        workers - 1, mp_context=spawn, initializer=_share_counts, initargs=(counts,)
+    ) as pool:
+        others = [pool.submit(_take_groups, groups, work, ctx) for _ in range(workers - 1)]
+        try:
+            rows_of = _take_groups(groups, work, ctx, counts, say)
+        except BaseException:
+            with counts.taken.get_lock():  # the others take no more
+                counts.taken.value = len(groups)
+            raise
+        while wait(others, timeout=0.2).not_done:
+            say("the other processes' cards", counts.finished.value)
+        for f in others:
+            rows_of.update(f.result())
+    return rows_of
+
+
+_counts: _Counts | None = None  # in a pool's process: set once by its initializer
+
+
+def _share_counts(counts: _Counts) -> None:
     global _counts
     _counts = counts
 
 
-def _drain(
+def _take_groups(
     groups: list[list[Card]],
     work: list[tuple[Scenario, Load]],
     ctx: PlanContext,
-    counts: Any = None,
-    done: Callable[[int, int], None] | None = None,
-) -> dict[int, list[list[PlanRow]]]:
-    """The rows of every group this process takes, by the group's index: it takes the next one
-    nobody has (`counts`: taken, finished; shared) until none is left."""
-    taken, finished = counts if counts is not None else _counts
-    out = {}
-    while True:
-        with taken.get_lock():
-            i = taken.value
-            taken.value += 1
-        if i >= len(groups):
-            return out
+    counts: _Counts | None = None,
+    say: Callable[[str, int], None] | None = None,
+) -> GroupRows:
+    """The rows of every group this process takes, the next untaken one until none is left."""
+    counts = counts or _counts
+    assert counts is not None
+    out: GroupRows = {}
+    while (i := counts.take()) < len(groups):
+        if say:
+            say(", ".join(c.name for c in groups[i]), counts.finished.value)
         out[i] = _group_rows(groups[i], work, ctx)
-        with finished.get_lock():
-            finished.value += 1
-        if done:
-            done(i, finished.value)
+        counts.finish()
+    return out
 
 
 def plan_scenarios(
