@@ -378,9 +378,8 @@ def test_a_short_row_leaves_before_a_long_one_that_started_earlier():
     rows.leave(20)
     assert (rows.running, list(rows.starts)) == (0, [])
     # events: each class at its own chunk boundaries (a row's step n of audio at decode step n - 1)
-    [(ids, chunk)] = rows.events[10 + 47]
-    assert (ids, chunk.k, chunk.length, chunk.audio) == ([1, 2], 1, 1, 0.3)
-    assert (chunk.first, chunk.last) == (False, True)
+    [(ids, chunk)] = rows.events[10 + 47]  # the short class's second and last chunk
+    assert (ids, chunk.audio, chunk.first, chunk.last) == ([1, 2], 0.3, False, True)
 
 
 def test_every_card_draws_the_same_lengths_for_the_same_requests():

@@ -4,7 +4,7 @@ TTSPERF_BENCH_* variables are all made from the fields below (ttsperf.settings).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 from pydantic_settings import SettingsConfigDict
@@ -12,6 +12,9 @@ from pydantic_settings import SettingsConfigDict
 from ttsperf.bench.quantiles import CONFIDENCE
 from ttsperf.errors import UserError
 from ttsperf.settings import Flag, Layered
+
+if TYPE_CHECKING:
+    from ttsperf.bench.results import Strategy
 
 DEFAULT_REQUESTS = 100
 DEFAULT_MAX_REQUESTS = 2000  # p99.9's high end needs 3,688: past this a verdict costs more than a default run
@@ -156,10 +159,10 @@ class BenchSettings(Layered):
             out[name.strip()] = value.strip()
         return out
 
-    def strategies(self) -> list:
+    def strategies(self) -> list[Strategy]:
         return [self.strategy(x) for x in self.rate or self.in_flight() or [1]]
 
-    def strategy(self, load: float):
+    def strategy(self, load: float) -> Strategy:
         """The load point at `load`: requests/s with --rate, else that many closed-loop senders."""
         from ttsperf.bench.results import Strategy
 

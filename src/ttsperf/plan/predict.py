@@ -236,6 +236,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             "prompt_tokens": w.prompt_tokens,
             "first_chunk_steps": first_chunk_steps,
             **({"requests": requests_flag(text_set)} if lk is None else {}),
+            **({"text_set": text_set} if lk is None and text_set else {}),
         },
         like=lk.how if lk is not None else None,
         streamed=streamed,

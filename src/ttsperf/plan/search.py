@@ -275,10 +275,12 @@ def _search_modes(q: Search, cands: list[Candidate]) -> tuple[list[Searched], li
         # a start near the answer: the last mode's capacity on this card (never another card's:
         # a card's row must not depend on which cards are planned beside it)
         guess = max((t.cap.value for t in tried), default=None)
-        if guess and q.scenario.slo and not _beats(q, c, guess):
-            skipped.append(c.mode.name)
-            continue
-        start = _just_above(q.kind, guess) if guess and q.scenario.slo else None
+        start = None
+        if guess and q.scenario.slo:
+            if not _beats(q, c, guess):
+                skipped.append(c.mode.name)
+                continue
+            start = _just_above(q.kind, guess)
         tried.append(capacity_at(q, c, start, coarse(q), COARSE_RESOLUTION))
     return tried, skipped
 

@@ -329,11 +329,9 @@ class Arrivals:
             waiting.append(rid)
 
 
-class Chunk(NamedTuple):
+class _Chunk(NamedTuple):
     """One chunk of a length class, as an event carries it: what the emit needs, looked up once."""
 
-    k: int  # its index in the reply
-    length: int  # the length class it is of
     audio: float  # seconds of audio it holds
     played: int  # the same in whole steps (a Decoder+Vocos call's audio is their sum)
     first: bool
@@ -363,10 +361,10 @@ class _Rows:
         # shared ones; those after the shared ones
         self._all = [
             [
-                (off, Chunk(k, c, a, round(a * F.STEPS_PER_AUDIO_SECOND), k == 0, k == len(e) - 1))
+                (off, _Chunk(a, round(a * F.STEPS_PER_AUDIO_SECOND), k == 0, k == len(e) - 1))
                 for k, (off, a) in enumerate(zip(e, audio, strict=True))
             ]
-            for c, (e, (_, audio)) in enumerate(zip(self.emit_after, plans, strict=True))
+            for e, (_, audio) in zip(self.emit_after, plans, strict=True)
         ]
         self._head = self._all[0][: self.shared]
         self._tail = [chunks[self.shared :] for chunks in self._all]
@@ -375,7 +373,7 @@ class _Rows:
         self.running = 0  # rows in the batch (starts also holds rows that left out of order)
         self._left: dict[int, int] = {}  # start step -> rows of it that left out of order
         # global step -> [(ids of rows that joined together, their chunk)]
-        self.events: dict[int, list[tuple[list[int], Chunk]]] = {}
+        self.events: dict[int, list[tuple[list[int], _Chunk]]] = {}
         self.event_steps: list[int] = []  # heap of the keys of `events`
 
     def admit(self, rids: list[int], lengths: list[int] | None = None) -> None:
@@ -393,7 +391,7 @@ class _Rows:
         for c, ids in by.items():
             self._schedule(ids, self._tail[c])
 
-    def _schedule(self, ids: list[int], chunks: list[tuple[int, Chunk]]) -> None:
+    def _schedule(self, ids: list[int], chunks: list[tuple[int, _Chunk]]) -> None:
         """Events for `chunks` (steps from the start, chunk) of rows `ids`, started now."""
         g, events = self.g, self.events
         for off, chunk in chunks:
@@ -433,10 +431,10 @@ class _Totals:
     batch_steps: int  # sum of the batch over steps
 
 
-Emit = Callable[[list[tuple[list[int], Chunk]], float, float], tuple[int, float, float]]
+_Emit = Callable[[list[tuple[list[int], _Chunk]], float, float], tuple[int, float, float]]
 
 
-def _emitter(engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: range) -> Emit:
+def _emitter(engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: range) -> _Emit:
     """Chunks out: one Decoder+Vocos call for every row at a chunk boundary, then the server's
     event loop hands the chunks out one after another; rows that finish leave the batch (a closed
     loop's stream sends again).
@@ -451,7 +449,7 @@ def _emitter(engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: ran
     calls: dict[tuple[int, int], float] = {}  # Decoder+Vocos call by (audio steps, rows)
     leave, send = rows.leave, arrivals.add
 
-    def emit(groups: list[tuple[list[int], Chunk]], now: float, debt: float) -> tuple[int, float, float]:
+    def emit(groups: list[tuple[list[int], _Chunk]], now: float, debt: float) -> tuple[int, float, float]:
         """-> (measured requests done, the worker's time after the call, its hand-off debt)."""
         if len(groups) == 1:  # the common case: rows that joined together, at one chunk
             rids, chunk = groups[0]
@@ -475,7 +473,7 @@ def _emitter(engine: EngineModel, arrivals: Arrivals, rows: _Rows, measured: ran
         free = loop.free
         if free < now:
             free = now
-        for rids, (_, _, a, _, first, last) in groups:
+        for rids, (a, _, first, last) in groups:
             if last:
                 for rid in rids:
                     free += per_chunk
