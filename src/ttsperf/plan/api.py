@@ -290,6 +290,9 @@ def _workers(groups: int) -> int:
     return min(cpus, groups) if groups >= 6 else 1
 
 
+_GroupRows = dict[int, list[list[PlanRow]]]  # each group's rows, by the group's index
+
+
 def _rows_per_card(
     cards: list[Card],
     work: list[tuple[Scenario, Load]],
@@ -308,7 +311,7 @@ def _rows_per_card(
             progress(f"{what} ({done}/{len(groups)} done{procs})")
 
     if workers == 1:
-        rows_of = {}
+        rows_of: _GroupRows = {}
         for i, group in enumerate(groups):
             say(", ".join(c.name for c in group), i)
             rows_of[i] = _group_rows(group, work, ctx)
@@ -318,9 +321,6 @@ def _rows_per_card(
     for i, group in enumerate(groups):
         rows.update(zip(map(id, group), rows_of[i], strict=True))
     return [rows[id(c)] for c in cards]
-
-
-GroupRows = dict[int, list[list[PlanRow]]]  # each group's rows, by the group's index
 
 
 @dataclass
@@ -335,10 +335,14 @@ class _Counts:
             self.taken.value += 1
             return self.taken.value - 1
 
-    def finish(self) -> int:
+    def finish(self) -> None:
         with self.finished.get_lock():
             self.finished.value += 1
-            return self.finished.value
+
+    def stop(self, groups: int) -> None:
+        """Every group counts as taken: no process starts another."""
+        with self.taken.get_lock():
+            self.taken.value = groups
 
 
 def _in_processes(
@@ -347,7 +351,7 @@ def _in_processes(
     ctx: PlanContext,
     workers: int,
     say: Callable[[str, int], None],
-) -> GroupRows:
+) -> _GroupRows:
     """The groups shared out among `workers` processes, this one included: each takes the next
     group nobody has taken until none is left. This one starts at once, the others once their
     interpreter has (~0.3 s each). Spawned: no fork of a process whose threads hold locks."""
@@ -360,8 +364,7 @@ def _in_processes(
         try:
             rows_of = _take_groups(groups, work, ctx, counts, say)
         except BaseException:
-            with counts.taken.get_lock():  # the others take no more
-                counts.taken.value = len(groups)
+            counts.stop(len(groups))  # the others take no more
             raise
         while wait(others, timeout=0.2).not_done:
             say("the other processes' cards", counts.finished.value)
@@ -384,11 +387,11 @@ def _take_groups(
     ctx: PlanContext,
     counts: _Counts | None = None,
     say: Callable[[str, int], None] | None = None,
-) -> GroupRows:
+) -> _GroupRows:
     """The rows of every group this process takes, the next untaken one until none is left."""
     counts = counts or _counts
     assert counts is not None
-    out: GroupRows = {}
+    out: _GroupRows = {}
     while (i := counts.take()) < len(groups):
         if say:
             say(", ".join(c.name for c in groups[i]), counts.finished.value)
