@@ -71,3 +71,11 @@ def kv_bytes_per_token(dtype: str) -> int:
 def steps_for_audio(seconds: float) -> int:
     """Decode steps that produce `seconds` of audio (rounded up: a partial step is a whole step)."""
     return max(1, math.ceil(seconds * STEPS_PER_AUDIO_SECOND - 1e-9))
+
+
+# serve's queue by default holds a batch's worth of waiting requests, at least MIN_QUEUE: a closed
+# loop of users at the load plan recommends (listeners between requests included, up to twice the
+# max batch) is never refused. The fixed 64 it replaced refused 14% of plan's own check at 485 users
+# with max batch 256 on an H200 (shared measurements, 2026-12-04). engine/config.py and plan's serve
+# command (plan/rows.py) both follow it.
+MIN_QUEUE = 64

@@ -55,10 +55,8 @@ def facts():
 def live_server():
     """A real ttsperf server (tiny synthetic model, batch 4) on loopback: its URL."""
     from server.helpers import start_live
-    from ttsperf.model.config import TINY
-    from ttsperf.model.pipeline import Pipeline
 
-    live = start_live(Pipeline.synthetic_model(TINY, seed=0), max_batch=4)
+    live = start_live(max_batch=4)
     yield live.url
     live.stop()
 

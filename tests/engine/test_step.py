@@ -120,20 +120,14 @@ def test_cuda_graphs_on_cpu_say_why_and_the_engine_runs(eager_tokens):
     assert serve_all(engine) == eager_tokens
 
 
-class ReplayWithoutCapture(GraphedStep):
-    """GraphedStep with the one CUDA-only part, record and replay, replaced by running the whole
-    step on the same persistent tensors at the same bucketed shapes: the rest is the real code."""
-
-    def _capture(self, bb, lb, top):
-        return lambda: self.run(bb, lb, top)
-
-
 @pytest.mark.parametrize("max_graph_batch", [4, 2])
 def test_graph_buckets_pad_without_changing_tokens(eager_tokens, max_graph_batch):
     engine = new_engine(max_batch=4)
     runner = engine.runner
-    graphed = ReplayWithoutCapture(
-        runner.run_step, runner.state, runner.slots.max_len, max_graph_batch=max_graph_batch
+    # the one CUDA-only part, record and replay, replaced by running the whole step on the same
+    # persistent tensors at the same bucketed shapes: the rest is the real code
+    graphed = GraphedStep(
+        runner.run_step, runner.state, runner.slots.max_len, max_graph_batch=max_graph_batch, capture=False
     )
     runner.graphed = graphed
     assert serve_all(engine) == eager_tokens

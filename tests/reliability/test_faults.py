@@ -93,11 +93,12 @@ def test_sigterm_during_load_drains_and_loses_nothing():
 
 @pytest.mark.slow
 def test_an_out_of_memory_in_a_step_shrinks_the_batch_and_loses_nothing(tiny_pipe):
-    """In-process server (the same app and uvicorn server, on loopback): the fault hook is an
+    """A server started from the test (the same app, engine process and uvicorn server, on
+    loopback): the fault hook is an
     EngineConfig field for tests, deliberately not a `ttsperf serve` flag or environment variable."""
     # 12 requests of 118 steps sent at once: at step 60 four rows run (-> 2), at step 100 the two kept
     # ones still do (-> 1); 60 steps leave time for all 12 to arrive on a loaded machine
-    server = start_live(tiny_pipe, max_batch=4, inject_oom_at_steps=frozenset({60, 100}))
+    server = start_live(max_batch=4, inject_oom_at_steps=frozenset({60, 100}))
     try:
         check = wav_samples(expected_samples(TWELVE))
         with RunningPeak(server.engine) as peak:
@@ -107,15 +108,16 @@ def test_an_out_of_memory_in_a_step_shrinks_the_batch_and_loses_nothing(tiny_pip
         with server.client() as c:
             after = c.post("/invoke", json={"text": SHORT})
             metrics = scrape(c)
+        max_batch, effective = server.engine.max_batch, server.engine.effective_max_batch
     finally:
         server.stop()
     tally.figure(
         "out of memory in a step",
         ooms=int(metrics["ttsperf_oom_total"]),
-        batch=f"{server.engine.max_batch}->{server.engine.effective_max_batch}",
+        batch=f"{max_batch}->{effective}",
         seconds=f"{elapsed:.1f}",
     )
     assert tally.codes() == {200: tally.sent}  # requeued rows restart, answered as if nothing happened
     assert metrics["ttsperf_oom_total"] == 2 and peak.peak == 4
-    assert server.engine.effective_max_batch == 1  # 4 -> 2 -> 1: halved at each fault
+    assert effective == 1  # 4 -> 2 -> 1: halved at each fault
     assert after.status_code == 200

@@ -1,5 +1,6 @@
-"""A real server on loopback for every test here: the tiny model behind an Engine behind the app,
-served by uvicorn (our DrainingServer) in a thread on 127.0.0.1 and a port the OS picks."""
+"""A real server on loopback for every test here: the tiny model in an engine process of its own
+(as `ttsperf serve` runs it) behind the app, served by uvicorn (our DrainingServer) in a thread on
+127.0.0.1 and a port the OS picks."""
 
 from __future__ import annotations
 
@@ -19,20 +20,20 @@ def pipe() -> Pipeline:
 
 
 @pytest.fixture(scope="module")
-def live(pipe) -> Iterator[Live]:
+def live() -> Iterator[Live]:
     """The default server: batch 8, no API key."""
-    server = start_live(pipe)
+    server = start_live()
     yield server
     server.stop()
 
 
 @pytest.fixture
-def make_live(pipe) -> Iterator[Callable[..., Live]]:
+def make_live() -> Iterator[Callable[..., Live]]:
     """Servers with their own engine settings (small queue, short timeout, ...), stopped after."""
     started: list[Live] = []
 
     def make(**kw) -> Live:
-        started.append(start_live(pipe, **kw))
+        started.append(start_live(**kw))
         return started[-1]
 
     yield make

@@ -8,15 +8,19 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
-from ttsperf.engine.engine import Engine, EngineConfig
+from ttsperf.engine.client import EngineClient
+from ttsperf.engine.config import EngineConfig
+from ttsperf.engine.wire import CoreSpec
 from ttsperf.model.length import SpeechRate
-from ttsperf.model.pipeline import Pipeline
+from ttsperf.model.spec import ModelSpec
 from ttsperf.server.app import create_app
 from ttsperf.server.run import DrainingServer, make_server
 
@@ -38,10 +42,48 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "
         time.sleep(0.005)
 
 
+TINY = ModelSpec(synthetic=True, config="tiny")  # what the `pipe` fixtures build, in the engine's process
+
+
+class EngineView:
+    """What the tests read of the engine, asked of its core process (the call /metrics makes)."""
+
+    def __init__(self, client: EngineClient):
+        self.client = client
+
+    def _metrics(self) -> dict:
+        return self.client.call_blocking("metrics")
+
+    def running(self) -> int:
+        return self._metrics()["running"]
+
+    def queue_depth(self) -> int:
+        return self._metrics()["queue_depth"]
+
+    def pending(self) -> int:
+        return self._metrics()["pending"]
+
+    @property
+    def max_batch(self) -> int:
+        return self._metrics()["max_batch"]
+
+    @property
+    def effective_max_batch(self) -> int:
+        return self._metrics()["effective_max_batch"]
+
+    @property
+    def stats(self) -> SimpleNamespace:
+        s = self._metrics()["stats"]
+        return SimpleNamespace(requests=Counter(s["requests"]), decode_steps=s["decode_steps"])
+
+    def stop(self, drain: bool, timeout: float | None) -> None:
+        self.client.stop(drain, timeout)
+
+
 @dataclass
 class Live:
     url: str
-    engine: Engine
+    engine: EngineView
     server: DrainingServer
     thread: threading.Thread
 
@@ -56,9 +98,10 @@ class Live:
         self.thread.join(30)
 
 
-def start_live(pipe: Pipeline, api_key: str | None = None, max_body_bytes: int = 64 * 1024, **config) -> Live:
+def start_live(api_key: str | None = None, max_body_bytes: int = 64 * 1024, **config) -> Live:
+    """The tiny model's engine in its own process (as `ttsperf serve` runs it) behind the app."""
     config.setdefault("max_batch", 8)
-    engine = Engine(pipe, EngineConfig(**config)).start()
+    engine = EngineClient(CoreSpec(TINY, EngineConfig(**config))).start()
     app = create_app(engine, api_key, max_body_bytes=max_body_bytes)
     server = make_server(app, "127.0.0.1", 0, drain_timeout=30, log_level="warning")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -68,7 +111,7 @@ def start_live(pipe: Pipeline, api_key: str | None = None, max_body_bytes: int =
     thread.start()
     wait_for(lambda: server.started, 30, "the server to start")
     host, port = sock.getsockname()
-    return Live(f"http://{host}:{port}", engine, server, thread)
+    return Live(f"http://{host}:{port}", EngineView(engine), server, thread)
 
 
 class ServeProcess:
@@ -141,7 +184,7 @@ def parse_metrics(text: str) -> dict[str, float]:
 class RunningPeak:
     """The most requests the engine held in its batch at once while the block ran (polled)."""
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: EngineView):
         self.engine, self.peak = engine, 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, daemon=True)

@@ -65,9 +65,11 @@ def test_autoscale_parses_min_max():
 
 @needs_ray
 def test_deployment_options_follow_the_flags():
-    from ttsperf.engine.engine import EngineConfig
+    from ttsperf.engine.config import EngineConfig
+    from ttsperf.model.spec import ModelSpec
 
-    spec = ReplicaSpec(load=lambda: None, engine=EngineConfig(max_batch=8))  # type: ignore[arg-type,return-value]
+    tiny = ModelSpec(synthetic=True, config="tiny")
+    spec = ReplicaSpec(tiny, engine=EngineConfig(max_batch=8))
     fixed = RaySettings(replicas=3, gpus_per_replica=1, max_queued=10, retry_after=2.5).options(spec)
     assert fixed["num_replicas"] == 3 and "autoscaling_config" not in fixed
     assert fixed["max_ongoing_requests"] == 8 and fixed["max_queued_requests"] == 10
@@ -78,5 +80,5 @@ def test_deployment_options_follow_the_flags():
     assert scaled["autoscaling_config"] == dict(
         min_replicas=1, max_replicas=4, initial_replicas=1, target_ongoing_requests=4
     )
-    auto = ReplicaSpec(load=lambda: None)  # type: ignore[arg-type,return-value]
+    auto = ReplicaSpec(tiny)
     assert RaySettings().options(auto)["max_ongoing_requests"] == 64  # --max-batch auto's cap

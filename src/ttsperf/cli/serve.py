@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import logging
+import time
 
 import typer
 
@@ -22,6 +22,21 @@ def _switch_line(report: dict) -> str:
     return "; ".join(parts)
 
 
+def _warm_line(info: dict) -> str:
+    """What the engine built before /readyz, and the buckets it holds (the whole list: /healthz)."""
+    warmed, step = info["warmed"], info["decode_step"]
+    if not warmed.get("decode_graphs"):
+        compiled = step["compiled_graphs"]
+        return f"{compiled} compiled graphs" if compiled else "nothing to capture (eager)"
+    keys = step["cuda_graphs"]
+    batches, contexts, tops = (sorted({k[i] for k in keys}) for i in range(3))
+    return (
+        f"{warmed['decode_graphs']} decode graphs (batch {batches}, context {contexts}, candidates "
+        f"{tops}) and {warmed['audio_graphs']} audio graphs in {warmed['seconds']:.1f} s"
+        + (f"; {warmed['stopped']}" if "stopped" in warmed else "")
+    )
+
+
 def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
     """Serve ChatTTS over HTTP: POST /invoke, POST /v1/audio/speech (OpenAI), GET /v1/models,
     /healthz, /readyz, /metrics. Requests are batched continuously; SIGTERM drains.
@@ -36,9 +51,10 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
     """
     import os
 
-    from ttsperf.cli.synth import load_pipeline, model_config
-    from ttsperf.engine.engine import Engine
+    from ttsperf.engine.client import EngineClient
+    from ttsperf.engine.wire import CoreSpec
     from ttsperf.errors import UserError
+    from ttsperf.model.spec import ModelSpec
     from ttsperf.server.app import create_app
     from ttsperf.server.run import check_port, make_server
 
@@ -46,7 +62,8 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
     if "TTSPERF_API_KEY" in os.environ and s.key() is None:  # renamed: ignored, it would serve unguarded
         raise UserError("TTSPERF_API_KEY: renamed TTSPERF_SERVE_API_KEY (serve reads TTSPERF_SERVE_*)")
     switches, engine_config = s.switches(), s.engine_config()
-    config = model_config(s.assets, s.synthetic, s.config).name  # bad flags fail here, not after loading
+    model = ModelSpec(s.assets, s.synthetic, s.config, s.device, s.dtype, s.seed)
+    config = model.check()  # bad flags fail here, not after loading
     check_port(s.host, s.port)  # before minutes of model loading, not after
     logging.basicConfig(level=s.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     given = ", ".join(f"{name} ({src})" for name, src in sources.items() if src in ("file", "env"))
@@ -55,8 +72,7 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
     if s.ray:
         from ttsperf.server.ray_deployment import ReplicaSpec
 
-        load = functools.partial(load_pipeline, s.assets, s.synthetic, config, s.device, s.dtype, s.seed)
-        spec = ReplicaSpec(load, engine_config, switches, s.key(), s.max_body_bytes, s.read_timeout)
+        spec = ReplicaSpec(model, engine_config, switches, s.key(), s.max_body_bytes, s.read_timeout)
         _serve_on_ray(spec, s)
         return
     log.info(
@@ -66,15 +82,16 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
         s.device,
         s.dtype,
     )
-    pipe = load_pipeline(s.assets, s.synthetic, config, s.device, s.dtype, s.seed)
-    engine = Engine(pipe, engine_config, switches)
-    if engine.decode_step.compiled:
-        log.info("compiling the decode step (batch 1 and batch >= 2) before serving")
-    engine.start()
-    log.info("switches: %s", _switch_line(engine.switch_report))
+    started = time.monotonic()
+    # the model lives in the engine's own process; this one (HTTP) never imports torch
+    engine = EngineClient(CoreSpec(model, engine_config, switches, log_level=s.log_level)).start()
+    info = engine.info
+    log.info("engine process %d ready (loaded and warm) in %.1f s", engine.pid, time.monotonic() - started)
+    log.info("switches: %s", _switch_line(info["switches"]))
+    log.info("warm before ready: %s", _warm_line(info))
     log.info(
         "engine: max batch %d%s, queue %d, request timeout %.0f s, first chunk after %d steps",
-        engine.max_batch, " (auto)" if engine_config.max_batch is None else "", s.max_queue,
+        info["max_batch"], " (auto)" if engine_config.max_batch is None else "", info["max_queue"],
         s.request_timeout, s.first_chunk_steps,
     )  # fmt: skip
     app = create_app(engine, s.key(), max_body_bytes=s.max_body_bytes, read_timeout=s.read_timeout)
@@ -85,8 +102,8 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
         server.run()
     finally:
         engine.stop(drain=False, timeout=5)  # a no-op after a drain; else answers the rest 'shutdown'
-    if not server.started:
-        raise typer.Exit(1)  # uvicorn already said why (e.g. the port is taken)
+    if not server.started or server.failed:
+        raise typer.Exit(1)  # uvicorn already said why (e.g. the port is taken), or the engine died
 
 
 def _serve_on_ray(spec, s: ServeSettings) -> None:

@@ -17,18 +17,10 @@ ASSETS, SYNTHETIC, MODEL_CONFIG, DEVICE, DTYPE = (
 
 
 def model_config(assets: Path | None, synthetic: bool, config: str | None):
-    """The config the model flags name, checked without loading anything. Without --config, an
-    asset dir's own gpt/config.json says which (synthetic weights: chattts)."""
-    from ttsperf.errors import UserError
-    from ttsperf.model.config import get_config
+    """The config the model flags name, checked without loading anything (model/spec.py)."""
+    from ttsperf.model.spec import model_config as config_of
 
-    if (assets is None) == (not synthetic):
-        raise UserError("give exactly one of --assets DIR or --synthetic")
-    if config is None:
-        from ttsperf.model.weights import config_of_assets
-
-        config = (config_of_assets(assets) if assets is not None else None) or "chattts"
-    return get_config(config)
+    return config_of(assets, synthetic, config)
 
 
 def load_pipeline(
@@ -36,11 +28,9 @@ def load_pipeline(
 ):
     """The model the flags ask for: an asset dir, or synthetic weights of the config's shapes."""
     from ttsperf.model.pipeline import Pipeline
+    from ttsperf.model.spec import ModelSpec
 
-    cfg = model_config(assets, synthetic, config)
-    if synthetic:
-        return Pipeline.synthetic_model(cfg, seed=seed, device=device, dtype=dtype)
-    return Pipeline.from_assets(cfg, assets, device=device, dtype=dtype)
+    return Pipeline.from_spec(ModelSpec(assets, synthetic, config, device, dtype, seed))
 
 
 @user_errors

@@ -76,7 +76,7 @@ class Window:
 class BatchedAudio:
     """The engine's audio call. `compile`: the device part (`synthesize`) is one
     torch.compile(dynamic=True) graph, rows and frames symbolic; `cuda_graphs`: it is replayed from
-    CUDA graphs per (rows, frames) bucket (engine/graphs.py's GraphedAudio)."""
+    CUDA graphs per (rows, steps, frames) bucket (GraphedAudio, below)."""
 
     def __init__(self, model: ChatTTSModel, lookahead_steps: int, *, compile: bool = False):
         self.model = model
@@ -174,7 +174,8 @@ class BatchedAudio:
 
 class GraphedAudio:
     """The audio call's device part (BatchedAudio.synthesize) replayed from CUDA graphs, one per
-    (rows, steps, frames) bucket over the engine's persistent `hidden`, captured on first use with
+    (rows, steps, frames) bucket over the engine's persistent `hidden`, all captured at start
+    (`warm`), any other on first use, with
     the decode step's mechanism (engine/step.py `capture`). Padding rows decode nothing (0 steps,
     0 frames: masked to silence); padding steps and frames are masked as a shorter row's are in a
     shared call, so each real row's samples are unchanged. Larger calls, or another `hidden`, run
@@ -187,6 +188,24 @@ class GraphedAudio:
         self.graphs: dict[tuple, tuple[torch.Tensor, Callable[[], torch.Tensor]]] = {}
         self.eager_calls = 0
         self._pool = None
+
+    def reachable(self) -> list[tuple[int, int, int]]:
+        """Every (rows, steps, frames) bucket a call can use: a row's frames are at most twice
+        its steps, so a call's frame bucket is at most the one of twice its step bucket."""
+        return [
+            (rows, steps, frames)
+            for rows in self.row_sizes
+            for steps in self.step_sizes
+            for frames in self.frame_sizes
+            if frames <= pick(2 * steps, self.frame_sizes)
+        ]
+
+    def warm(self, hidden: torch.Tensor) -> int:
+        """Capture every reachable bucket over `hidden` now -> how many were new."""
+        new = [sizes for sizes in self.reachable() if (hidden.data_ptr(), *sizes) not in self.graphs]
+        for sizes in new:
+            self.graphs[(hidden.data_ptr(), *sizes)] = self._record(hidden, *sizes)
+        return len(new)
 
     def __call__(self, hidden: torch.Tensor, index: torch.Tensor, steps: int, frames: int) -> torch.Tensor:
         n = index.shape[1]

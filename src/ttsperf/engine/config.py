@@ -9,6 +9,13 @@ from dataclasses import dataclass, field
 from ttsperf import facts as F
 from ttsperf.errors import UserError
 
+AUTO_BATCH_CAP = 64  # --max-batch auto never goes past this, whatever the memory
+
+
+def default_queue(max_batch: int) -> int:
+    """The queue by default holds a batch's worth, at least 64 (facts.MIN_QUEUE says why)."""
+    return max(F.MIN_QUEUE, max_batch)
+
 
 @dataclass(frozen=True)
 class Switches:
@@ -30,7 +37,7 @@ class Switches:
 @dataclass(frozen=True)
 class EngineConfig:
     max_batch: int | None = None  # None: from free memory (auto_max_batch)
-    max_queue: int = 64
+    max_queue: int | None = None  # None: default_queue(max batch)
     max_new_tokens: int = F.MAX_NEW_TOKENS  # 43.7 s of audio, the official default
     max_prompt_tokens: int = 512
     first_chunk_steps: int = F.STREAM_CHUNK_STEPS  # 0.51 s of audio before the first streamed chunk
@@ -42,10 +49,12 @@ class EngineConfig:
     request_timeout: float = 300.0
     retry_after: float = 1.0
     inject_oom_at_steps: frozenset[int] = field(default_factory=frozenset)  # fault injection (tests)
+    # the CUDA-graph path without capturing (each bucket's padded step runs eagerly): its buckets
+    # and warm-up checked on a CPU (tests); never a serve flag
+    graphs_without_capture: bool = False
 
     def validate(self) -> EngineConfig:
         names = (
-            "max_queue",
             "max_new_tokens",
             "max_prompt_tokens",
             "first_chunk_steps",
@@ -55,6 +64,10 @@ class EngineConfig:
         for name in names:
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected at least 1")
+        if self.max_queue is not None and self.max_queue < 1:
+            raise UserError(
+                f"--max-queue {self.max_queue}: expected at least 1 (or leave it to the max batch)"
+            )
         if self.max_batch is not None and self.max_batch < 1:
             raise UserError(f"--max-batch {self.max_batch}: expected at least 1 (or auto)")
         if self.lookahead_steps < 0 or self.lookahead_steps >= self.first_chunk_steps:

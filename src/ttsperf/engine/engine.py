@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections.abc import Callable
 
 import torch
 
 from ttsperf.engine import oom
 from ttsperf.engine.admission import RequestQueue
-from ttsperf.engine.config import EngineConfig, Switches
+from ttsperf.engine.config import EngineConfig, Switches, default_queue
 from ttsperf.engine.emission import Emission
 from ttsperf.engine.faults import inject_oom
 from ttsperf.engine.health import describe
@@ -52,11 +53,13 @@ class Engine:
             max_new_tokens=c.max_new_tokens,
             lookahead_steps=c.lookahead_steps,
             switch_report=self.switch_report,
+            graphs_without_capture=c.graphs_without_capture,
         )
         self.max_batch = self.runner.max_batch
         self.effective_max_batch = self.max_batch  # shrinks after an out-of-memory
         self.stats = EngineStats()
-        self.queue = RequestQueue(c.max_queue, c.prefill_tokens, c.retry_after, self.stats)
+        self.max_queue = c.max_queue or default_queue(self.max_batch)
+        self.queue = RequestQueue(self.max_queue, c.prefill_tokens, c.retry_after, self.stats)
         self.table = RowTable.empty(self.max_batch)  # row i is slot i of the runner's batch
         self.lengths = LengthPolicy(c.max_new_tokens, pipe.synthetic, pipe.speech_rate)
         self.replies = Replies(self.stats, pipe.cfg.sample_rate)
@@ -64,7 +67,11 @@ class Engine:
             self.runner, self.table, self.replies, self.stats, c.chunk_steps, pipe.cfg.sample_rate
         )
         self._run_step = inject_oom(self.runner.step, c.inject_oom_at_steps)  # the runner's own when off
+        # called by the worker after each turn and once it stops: the core process sends the
+        # turn's events then, in one message (engine/core.py)
+        self.after_turn: Callable[[], None] = lambda: None
         self.worker = Worker(self)
+        self.warmed: dict = {}  # start(): the graphs captured before the first request
 
     # ------------------------------------------------------------------ public API
 
@@ -77,11 +84,13 @@ class Engine:
         return self.runner.slots
 
     def start(self) -> Engine:
-        """Compile first (if asked), so no request waits for it; then start the worker."""
-        if self.decode_step.compiled:
-            with self._contexts():  # the worker's grad and autocast state: compiled code guards on it
+        """Compile and capture first (what is asked), so no request waits for it; then start the
+        worker. `warmed` says what was built."""
+        with self._contexts():  # the worker's grad and autocast state: compiled code guards on it
+            if self.decode_step.compiled:
                 self.decode_step.compile_now(self.switch_report["compile"])
                 self.runner.audio.compile_now(self.runner.state.hidden, self.switch_report["compile"])
+            self.warmed = self.runner.warm()
         self.worker.thread.start()
         return self
 
@@ -89,12 +98,20 @@ class Engine:
     def ready(self) -> bool:
         return self.worker.thread.is_alive() and self.queue.accepting
 
-    def submit(self, request: SynthRequest, loop: asyncio.AbstractEventLoop | None = None) -> RequestHandle:
-        """Queue a request (thread-safe). Raises NotAccepting, QueueFull or TextTooLong."""
-        tokens = self.prompt_tokens(request)
+    def submit(
+        self,
+        request: SynthRequest,
+        loop: asyncio.AbstractEventLoop | None = None,
+        sink=None,
+        prompt_tokens: int | None = None,
+    ) -> RequestHandle:
+        """Queue a request (thread-safe). Raises NotAccepting, QueueFull or TextTooLong. Events go
+        to `loop` (asyncio), to `sink(handle, event)` (the core's outbox), or to a thread queue;
+        `prompt_tokens`: prompt_tokens(request), when the caller counted it already."""
+        tokens = self.prompt_tokens(request) if prompt_tokens is None else prompt_tokens
         if tokens > self.config.max_prompt_tokens:
             raise TextTooLong(tokens, self.config.max_prompt_tokens)
-        handle = RequestHandle(request, loop)
+        handle = RequestHandle(request, loop, sink)
         handle.prompt_tokens = tokens
         handle.deadline = handle.submitted + (request.timeout or self.config.request_timeout)
         # drawn once: a request put back after an out-of-memory restarts identically

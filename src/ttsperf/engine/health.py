@@ -17,6 +17,7 @@ def describe(engine: Engine) -> dict:
         "config": {**asdict(config), "inject_oom_at_steps": sorted(config.inject_oom_at_steps)},
         "max_batch": engine.max_batch,
         "effective_max_batch": engine.effective_max_batch,
+        "max_queue": engine.max_queue,
         "kv_bytes": runner.slots.nbytes,
         "switches": engine.switch_report,
         "decode_step": {
@@ -25,7 +26,10 @@ def describe(engine: Engine) -> dict:
             "cuda_graphs": sorted(graphed.graphs) if graphed else [],
             "eager_fallback_steps": graphed.eager_steps if graphed else 0,
         },
+        "audio_graphs": sorted(k[1:] for k in runner.graphed_audio.graphs) if runner.graphed_audio else [],
+        "warmed": engine.warmed,  # what start() built before the first request
         "device": str(engine.pipe.device),
         "model": engine.pipe.cfg.name,
+        "sample_rate": engine.pipe.cfg.sample_rate,
         "weights": "synthetic" if engine.pipe.synthetic else "assets",
     }

@@ -11,6 +11,7 @@ window-length bucket for the rows that emit audio.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -20,14 +21,14 @@ import torch
 
 from ttsperf.engine.audio import BatchedAudio, GraphedAudio, Window
 from ttsperf.engine.batch import BatchState
+from ttsperf.engine.config import AUTO_BATCH_CAP
+from ttsperf.engine.oom import is_oom
 from ttsperf.engine.step import DecodeStep, GraphedStep
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
-from ttsperf.model.sampling import RowParams, SamplingParams, candidates, seed_key, width
+from ttsperf.model.sampling import MIN_TOKENS_TO_KEEP, RowParams, SamplingParams, candidates, seed_key, width
 from ttsperf.model.step import advance
-
-AUTO_BATCH_CAP = 64  # --max-batch auto never goes past this, whatever the memory
 
 
 def auto_max_batch(pipe: Pipeline, max_len: int, *, headroom: float = 0.5, cap: int = AUTO_BATCH_CAP) -> int:
@@ -73,6 +74,7 @@ class Runner:
         max_new_tokens: int,
         lookahead_steps: int,
         switch_report: dict,
+        graphs_without_capture: bool = False,
     ):
         self.pipe = pipe
         g = pipe.cfg.gpt
@@ -93,9 +95,41 @@ class Runner:
         self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device)
         self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile)
         self.graphed: GraphedStep | None = None
-        if switch_report["cuda_graphs"]["applied"]:
-            self.graphed = GraphedStep(self.run_step, self.state, capacity)
-            self.audio.call = GraphedAudio(self.audio.synthesize, max_batch, max_new_tokens + 1)
+        self.graphed_audio: GraphedAudio | None = None
+        # graphs_without_capture: the graphed path's buckets run eagerly (tests, on a CPU)
+        if switch_report["cuda_graphs"]["applied"] or graphs_without_capture:
+            capture = not graphs_without_capture
+            self.graphed = GraphedStep(self.run_step, self.state, capacity, capture=capture)
+            self.graphed_audio = GraphedAudio(
+                self.audio.synthesize, max_batch, max_new_tokens + 1, capture=capture
+            )
+            self.audio.call = self.graphed_audio
+
+    def warm(self) -> dict:
+        """Ready means warm: capture every decode and audio graph the max batch can reach, so that
+        no request pays for a capture (on an H200, captures inside requests took plan's check to a
+        TTFA P99 of 15 s). -> what was built and how long it took."""
+        if self.graphed is None or self.graphed_audio is None:
+            return {"decode_graphs": 0, "audio_graphs": 0, "seconds": 0.0}
+        t0 = time.perf_counter()
+        tops = sorted({width(kept, self.vocab) for kept in range(MIN_TOKENS_TO_KEEP, self.vocab + 1)})
+        stopped = None
+        try:
+            self.graphed.warm(tops)
+            self.graphed_audio.warm(self.state.hidden)
+        except Exception as exc:  # out of memory: serve with what fits, the rest on first use
+            if not is_oom(exc):
+                raise
+            stopped = f"out of memory: the larger buckets are captured on first use ({exc})"[:300]
+            torch.cuda.empty_cache()
+        if self.pipe.device.type == "cuda":
+            torch.cuda.synchronize(self.pipe.device)
+        return {
+            "decode_graphs": len(self.graphed.graphs),
+            "audio_graphs": len(self.graphed_audio.graphs),
+            "seconds": round(time.perf_counter() - t0, 3),
+            **({"stopped": stopped} if stopped else {}),
+        }
 
     # ------------------------------------------------------------------ rows in
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import threading
 from bisect import bisect_left
 from collections import Counter
@@ -56,3 +57,17 @@ class EngineStats:
     def count(self, status: str) -> None:
         with self._lock:
             self.requests[status] += 1
+
+    def snapshot(self) -> dict:
+        """A consistent, picklable copy (what the core sends a front for /metrics)."""
+        with self._lock:
+            out = {
+                name: getattr(self, name) for name in ("decode_steps", "audio_seconds", "rejected", "ooms")
+            }
+            out["requests"] = dict(self.requests)
+            for name in ("step_seconds", "prefill_seconds", "audio_call_seconds", "batch_size"):
+                h: Histogram = getattr(self, name)
+                kept = copy.copy(h)
+                kept.counts = list(h.counts)
+                out[name] = kept
+            return out

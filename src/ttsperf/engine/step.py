@@ -142,7 +142,9 @@ def capture(
 
 class GraphedStep:
     """CUDA graphs of the whole step — decode, sampling, state update — one per (batch bucket,
-    context bucket, candidates), captured on first use. `run(b, length, top)` is the eager step
+    context bucket, candidates), all captured at start (`warm`: ready means warm), any other on
+    first use. `capture=False` runs each bucket's padded step eagerly instead (the padding and
+    the bucket bookkeeping checked on a CPU). `run(b, length, top)` is the eager step
     (Runner.run_step); it reads and writes only the persistent batch tensors and the KV slots,
     whose addresses never change, so a replay needs no input copies and no output clones.
 
@@ -151,14 +153,27 @@ class GraphedStep:
 
     # Up to 256 rows, as ChatTTS's own vLLM port captures: a 0.28 B model's step is launch-bound
     # well past batch 64 on a data-centre GPU, so eager steps there would give the overhead back.
-    def __init__(self, run: StepRun, state, max_len: int, *, max_graph_batch: int = 256):
-        self.run, self.state = run, state
+    def __init__(
+        self, run: StepRun, state, max_len: int, *, max_graph_batch: int = 256, capture: bool = True
+    ):
+        self.run, self.state, self.capture = run, state, capture
         max_batch = state.codes.shape[0]
         self.batch_sizes = buckets(min(max_batch, max_graph_batch), 1)
         self.context_sizes = buckets(max_len, 256)
         self.graphs: dict[tuple[int, int, int], Callable[[], None]] = {}
         self.eager_steps = 0
         self._pool = None
+
+    def reachable(self, tops: list[int]) -> list[tuple[int, int, int]]:
+        """Every graph a step can replay: each batch and context bucket, each candidates width."""
+        return [(bb, lb, top) for bb in self.batch_sizes for lb in self.context_sizes for top in tops]
+
+    def warm(self, tops: list[int]) -> int:
+        """Capture every reachable graph now -> how many were new."""
+        new = [key for key in self.reachable(tops) if key not in self.graphs]
+        for key in new:
+            self.graphs[key] = self._capture(*key)
+        return len(new)
 
     def key(self, b: int, length: int, top: int) -> tuple[int, int, int] | None:
         """The graph a step replays: (batch bucket, context bucket, candidates); None: too large."""
@@ -182,6 +197,8 @@ class GraphedStep:
         """Warm up on a side stream (cuBLAS workspaces, compile), then record, then put the batch
         state back as it was: warm-up and recording each ran the step once. (Their K/V and kept
         hidden-state writes repeat at the same places with the same inputs: no restoring.)"""
+        if not self.capture:
+            return lambda: self.run(bb, lb, top)
         saved = [t[:bb].clone() for t in self._restorable()]
         graph, _ = capture(lambda: self.run(bb, lb, top), self._pool, lambda: self._restore(saved, bb))
         self._pool = graph.pool()

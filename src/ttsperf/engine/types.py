@@ -14,9 +14,10 @@ from typing import Literal
 import numpy as np
 
 from ttsperf.model.length import LengthSource
-from ttsperf.model.sampling import SamplingParams
+from ttsperf.model.sampling_params import SamplingParams
 
-ErrorKind = Literal["timeout", "cancelled", "oom", "shutdown", "too_long", "internal"]
+# engine_died: the front's own verdict when the engine's process is gone (engine/client.py)
+ErrorKind = Literal["timeout", "cancelled", "oom", "shutdown", "too_long", "internal", "engine_died"]
 _ids = itertools.count(1)
 
 
@@ -26,6 +27,9 @@ class QueueFull(Exception):
     def __init__(self, depth: int, retry_after: float):
         super().__init__(f"queue full ({depth} waiting)")
         self.depth, self.retry_after = depth, retry_after
+
+    def __reduce__(self):  # it crosses the process boundary (engine/client.py)
+        return QueueFull, (self.depth, self.retry_after)
 
 
 class NotAccepting(Exception):
@@ -38,6 +42,9 @@ class TextTooLong(Exception):
     def __init__(self, tokens: int, limit: int):
         super().__init__(f"text is {tokens} tokens after prompt decoration; the limit is {limit}")
         self.tokens, self.limit = tokens, limit
+
+    def __reduce__(self):
+        return TextTooLong, (self.tokens, self.limit)
 
 
 @dataclass(frozen=True)
@@ -61,6 +68,31 @@ class AudioChunk:
 
 
 @dataclass(frozen=True)
+class PcmChunk:
+    """An AudioChunk as it crosses from the engine's process to the HTTP front: 16-bit
+    little-endian PCM bytes, made by the engine (the front never converts samples)."""
+
+    pcm: bytes
+    index: int
+
+
+@dataclass(frozen=True)
+class Accepted:
+    """The engine queued the request: a front's first event for it; `prompt_tokens` is the
+    decorated prompt's length, counted once by the engine (a load tester reproduces it)."""
+
+    prompt_tokens: int
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """The engine refused the request at submission (QueueFull, NotAccepting, TextTooLong or the
+    tokenizer's UserError): a front's first and only event for it."""
+
+    error: Exception
+
+
+@dataclass(frozen=True)
 class SynthResult:
     steps: int
     audio_seconds: float
@@ -77,14 +109,21 @@ class SynthError:
 
 
 Event = AudioChunk | SynthResult | SynthError
+FrontEvent = Accepted | Rejected | PcmChunk | SynthResult | SynthError  # what a front hears
 
 
 class RequestHandle:
     """The consumer's side of one request. Events arrive in order: AudioChunk*, then exactly one
     SynthResult or SynthError. Works from asyncio (give `loop`) or from plain threads."""
 
-    def __init__(self, request: SynthRequest, loop: asyncio.AbstractEventLoop | None):
+    def __init__(
+        self,
+        request: SynthRequest,
+        loop: asyncio.AbstractEventLoop | None,
+        sink: Callable[[RequestHandle, Event], None] | None = None,
+    ):
         self.id = next(_ids)
+        self._sink = sink  # the engine's core process: events go to its outbox, not to a queue
         self.request = request
         self.submitted = time.monotonic()
         self._loop = loop
@@ -99,7 +138,9 @@ class RequestHandle:
 
     # -- producer (engine thread)
     def put(self, event: Event) -> None:
-        if self._aq is not None and self._loop is not None:
+        if self._sink is not None:
+            self._sink(self, event)
+        elif self._aq is not None and self._loop is not None:
             try:
                 self._loop.call_soon_threadsafe(self._aq.put_nowait, event)
             except RuntimeError:  # the loop is closed: nobody is listening any more

@@ -28,11 +28,13 @@ class Worker:
                     for handle in e.table.handles():
                         e.replies.fail(handle, "internal", f"{type(exc).__name__}: {exc}")
                     e._keep(0)
+                e.after_turn()
         with queue.lock:  # stopped without drain: everything left is answered, not dropped
             left = queue.clear() + e.table.handles()
             e.table.truncate(0)
         for handle in left:
             e.replies.fail(handle, "shutdown", "the server is shutting down")
+        e.after_turn()
 
     def stop(self, drain: bool, timeout: float | None) -> None:
         """Stop admitting; with drain, answer everything accepted first, else fail it (shutdown)."""

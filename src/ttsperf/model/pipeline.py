@@ -21,6 +21,7 @@ from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.length import LengthSource, SpeechRate
 from ttsperf.model.sampling import RowParams, SamplingParams, candidates, row_seeds, seed_key, width
+from ttsperf.model.spec import ModelSpec
 from ttsperf.model.step import Rows, Step, advance
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
 from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
@@ -103,6 +104,14 @@ class Pipeline:
     def synthetic_model(cls, cfg: ModelConfig, *, seed: int = 0, **kw) -> Pipeline:
         tok = Tokenizer(build_synthetic_tokenizer(cfg.gpt.num_text_tokens))
         return cls(build_model(cfg, seed=seed), tok, synthetic=True, **kw)
+
+    @classmethod
+    def from_spec(cls, spec: ModelSpec) -> Pipeline:
+        """The model a ModelSpec names (the model flags of serve, synth, profile, export)."""
+        cfg = spec.model_config()
+        if spec.synthetic:
+            return cls.synthetic_model(cfg, seed=spec.seed, device=spec.device, dtype=spec.dtype)
+        return cls.from_assets(cfg, spec.assets, device=spec.device, dtype=spec.dtype)
 
     @classmethod
     def from_assets(cls, cfg: ModelConfig, directory: str | Path, **kw) -> Pipeline:

@@ -18,22 +18,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ttsperf.model.sampling_params import SamplingParams  # torch-free: the server builds it
+
 PENALTY_WINDOW = 16
 MIN_TOKENS_TO_KEEP = 3
 _M32 = 0xFFFFFFFF
-
-
-@dataclass(frozen=True)
-class SamplingParams:
-    temperature: float = 0.3
-    top_p: float = 0.7
-    top_k: int = 20
-    repetition_penalty: float = 1.05
-    seed: int | None = None
-
-    @property
-    def greedy(self) -> bool:
-        return self.top_k == 1 or self.temperature == 0.0
 
 
 @dataclass

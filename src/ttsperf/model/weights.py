@@ -20,6 +20,7 @@ from ttsperf.errors import UserError
 from ttsperf.model.config import ModelConfig
 from ttsperf.model.decoder import DVAE, N_MELS, Decoder
 from ttsperf.model.gpt import Embed, build_llama, llama_config
+from ttsperf.model.spec import GPT_SHAPE_KEYS, config_of_assets  # noqa: F401 - torch-free, re-exported
 from ttsperf.model.vocos import Vocos
 
 COMPONENT_FILES = {
@@ -160,27 +161,6 @@ def _read_tensors(path: Path) -> dict[str, torch.Tensor]:
         raise UserError(f"{path}: not readable (permission denied)") from None
     except (SafetensorError, OSError, ValueError, RuntimeError) as exc:
         raise UserError(f"{path}: not a valid safetensors file ({exc}); truncated or corrupt?") from None
-
-
-GPT_SHAPE_KEYS = ("hidden_size", "intermediate_size", "num_attention_heads", "num_hidden_layers")
-
-
-def config_of_assets(directory: str | Path) -> str | None:
-    """The name of the config whose GPT shapes an asset dir's gpt/config.json gives (None when it
-    is missing or unreadable: loading then says which file and why)."""
-    from ttsperf.model.config import CONFIGS
-
-    path = Path(directory) / "gpt" / "config.json"
-    try:
-        found = json.loads(path.read_text())
-    except (OSError, json.JSONDecodeError):
-        return None
-    shapes = {k: found.get(k) for k in GPT_SHAPE_KEYS}
-    for name, cfg in CONFIGS.items():
-        if all(shapes[k] == getattr(cfg.gpt, k) for k in GPT_SHAPE_KEYS):
-            return name
-    given = ", ".join(f"{k} = {v}" for k, v in shapes.items())
-    raise UserError(f"{path}: {given} match no config ({', '.join(CONFIGS)}); is this a ChatTTS asset dir?")
 
 
 def _check_gpt_config(path: Path, model: ChatTTSModel) -> None:

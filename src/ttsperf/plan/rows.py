@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from ttsperf import facts as F
 from ttsperf.plan.capacity import Capacity, Simulator
 from ttsperf.plan.cards import Card
 from ttsperf.plan.cost import machines_needed
@@ -125,7 +126,13 @@ def serve_flags(c: Candidate, dtype: str, device: str) -> str:
     parts = ["ttsperf serve", f"--device {device}", f"--dtype {dtype}"]
     if c.mode.flag:
         parts.append(c.mode.flag)
-    parts += [f"--max-batch {c.max_batch}", f"--first-chunk-steps {c.first_chunk_steps}"]
+    # the queue serve defaults to (a batch's worth), named: the check command's users never see 503
+    queue = max(F.MIN_QUEUE, c.max_batch)
+    parts += [
+        f"--max-batch {c.max_batch}",
+        f"--max-queue {queue}",
+        f"--first-chunk-steps {c.first_chunk_steps}",
+    ]
     return " ".join(parts)
 
 

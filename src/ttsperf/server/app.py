@@ -1,13 +1,15 @@
-"""The FastAPI app over a running Engine: the guide's `/invoke`, OpenAI's `/v1/audio/speech`,
-`/v1/models`, health, readiness and Prometheus metrics.
+"""The FastAPI app over the engine's core process: the guide's `/invoke`, OpenAI's
+`/v1/audio/speech`, `/v1/models`, health, readiness and Prometheus metrics.
 
     from ttsperf.server.app import create_app
-    app = create_app(Engine(pipe, EngineConfig(max_batch=8)).start(), api_key="secret")
+    engine = EngineClient(CoreSpec(ModelSpec(synthetic=True, config="tiny"), EngineConfig(max_batch=8)))
+    app = create_app(engine.start(), api_key="secret")
 
-The app never blocks its event loop on the model: handlers submit to the engine's worker thread
-and await its events. The caller owns the engine (start and stop); `ttsperf serve` (server/run.py)
-drains it on SIGTERM. Bodies are read by hand rather than by FastAPI's parameter binding, so that
-the size limit applies before parsing and every fault gets the one JSON error shape.
+This process never imports torch: the model runs in the core process (engine/core.py), and
+handlers send it requests and await its events (engine/client.py). The caller owns the engine
+(start and stop); `ttsperf serve` (server/run.py) drains it on SIGTERM. Bodies are read by hand
+rather than by FastAPI's parameter binding, so that the size limit applies before parsing and every
+fault gets the one JSON error shape.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from collections.abc import AsyncGenerator
 from contextlib import aclosing
 from dataclasses import dataclass, field
 
-import numpy as np
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ValidationError
@@ -29,15 +30,15 @@ from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ttsperf import __version__
-from ttsperf.audio import encode_wav, to_pcm16
-from ttsperf.engine.engine import Engine
-from ttsperf.engine.types import AudioChunk, Event, SynthError, SynthRequest
+from ttsperf.audio import wav_header
+from ttsperf.engine.client import EngineClient, EngineDied
+from ttsperf.engine.types import FrontEvent, PcmChunk, SynthError, SynthRequest
 from ttsperf.server import errors, metrics
 from ttsperf.server.errors import ApiError
 from ttsperf.server.openapi import AUTH_ERRORS, SYNTH_ERRORS, ErrorBody, ModelList, audio_ok, request_body
 from ttsperf.server.schemas import MODEL_IDS, InvokeRequest, SpeechRequest
 from ttsperf.server.streaming import StreamAborted, audio_body, sse_body
-from ttsperf.server.synthesis import draining, events, outcome_error, stats_headers, submit
+from ttsperf.server.synthesis import accepted, draining, events, outcome_error, stats_headers, submit
 
 log = logging.getLogger("ttsperf.server")
 DEFAULT_MAX_BODY_BYTES = 64 * 1024  # ~20x the longest prompt the engine admits (512 tokens)
@@ -49,7 +50,7 @@ ENDPOINTS = ("/invoke", "/v1/audio/speech", "/v1/models", "/healthz", "/readyz",
 
 @dataclass
 class ServerState:
-    engine: Engine
+    engine: EngineClient
     http: metrics.HttpStats = field(default_factory=metrics.HttpStats)
     draining: bool = False  # set by server/run.py on SIGTERM: no new request reaches the engine
     unanswered: int = 0  # submitted to the engine, final answer not yet taken (event loop only)
@@ -155,7 +156,7 @@ async def read_body(
 
 
 def create_app(
-    engine: Engine,
+    engine: EngineClient,
     api_key: str | None = None,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -163,7 +164,6 @@ def create_app(
 ) -> FastAPI:
     """The HTTP app over `engine` (already started); `api_key` protects /invoke and /v1/*."""
     state = ServerState(engine)
-    registry = metrics.make_registry(engine, state.http)
     app = FastAPI(title="ttsperf", version=__version__, summary="ChatTTS with continuous batching")
     app.state.ttsperf = state
     app.add_middleware(_CountRequests, stats=state.http)
@@ -171,50 +171,64 @@ def create_app(
     auth = [Depends(_auth(api_key))]
 
     _add_synthesis_routes(app, engine, state, auth, max_body_bytes, read_timeout)
-    _add_status_routes(app, engine, state, auth, registry)
+    _add_status_routes(app, engine, state, auth)
     return app
 
 
 def _add_synthesis_routes(
-    app: FastAPI, engine: Engine, state: ServerState, auth: list, max_body_bytes: int, read_timeout: float
+    app: FastAPI,
+    engine: EngineClient,
+    state: ServerState,
+    auth: list,
+    max_body_bytes: int,
+    read_timeout: float,
 ) -> None:
     """/invoke (the guide's contract) and /v1/audio/speech (OpenAI's), buffered or streamed."""
-    sample_rate = engine.pipe.cfg.sample_rate
-    retry_after = engine.config.retry_after
+    sample_rate = engine.info["sample_rate"]
+    retry_after = engine.spec.engine.retry_after
 
-    def start(request: Request, synth: SynthRequest, text_field: str) -> AsyncGenerator[Event, None]:
-        """Submit and return the request's events. No await between the draining check and the
-        submission, so once the drain has set the flag nothing new reaches the engine."""
+    async def start(
+        request: Request, synth: SynthRequest, text_field: str
+    ) -> tuple[int, AsyncGenerator[FrontEvent, None]]:
+        """Submit, wait for the engine to accept -> (prompt tokens, the request's events). No await
+        between the draining check and the submission, so once the drain has set the flag nothing
+        new reaches the engine."""
         if state.draining:
             raise draining(retry_after)
-        handle = submit(engine, synth, text_field)
+        handle = submit(engine, synth)
         state.unanswered += 1
 
         def answered() -> None:
             state.unanswered -= 1
 
-        return events(handle, request.receive, answered)
+        try:
+            tokens = await accepted(handle, text_field, retry_after)
+        except BaseException:
+            handle.cancel()
+            answered()
+            raise
+        return tokens, events(handle, request.receive, answered)
 
     async def buffered(
-        stream: AsyncGenerator[Event, None], synth: SynthRequest, text_field: str, fmt: str
+        stream: AsyncGenerator[FrontEvent, None], tokens: int, text_field: str, fmt: str
     ) -> Response:
-        parts: list[np.ndarray] = []
+        parts: list[bytes] = []
         async with aclosing(stream):
             async for event in stream:
-                if isinstance(event, AudioChunk):
-                    parts.append(event.samples)
+                if isinstance(event, PcmChunk):
+                    parts.append(event.pcm)
                 elif isinstance(event, SynthError):
                     err = outcome_error(event, text_field, retry_after)
                     if err is None:
                         return Response(status_code=CLIENT_GONE)
                     raise err
                 else:
-                    samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
-                    body = encode_wav(samples, sample_rate) if fmt == "wav" else to_pcm16(samples)
+                    pcm = b"".join(parts)
+                    body = wav_header(sample_rate, len(pcm)) + pcm if fmt == "wav" else pcm
                     headers = {
                         **stats_headers(event),
                         "X-Sample-Rate": str(sample_rate),
-                        "X-Prompt-Tokens": str(engine.prompt_tokens(synth)),  # for a load tester
+                        "X-Prompt-Tokens": str(tokens),  # for a load tester
                     }
                     return Response(body, media_type=MEDIA[fmt], headers=headers)
         raise AssertionError("the engine ended a request without a final event")
@@ -227,7 +241,8 @@ def _add_synthesis_routes(
         """The guide's contract: `{"text": ...}` -> audio/wav (optional: seed, temperature, top_p, top_k)."""
         body = await read_body(request, InvokeRequest, max_body_bytes, read_timeout)
         synth = SynthRequest(text=body.text, sampling=body.sampling())
-        return await buffered(start(request, synth, "text"), synth, "text", "wav")
+        tokens, rest = await start(request, synth, "text")
+        return await buffered(rest, tokens, "text", "wav")
 
     @app.post(
         "/v1/audio/speech", dependencies=auth, response_class=Response,
@@ -244,16 +259,15 @@ def _add_synthesis_routes(
         synth = SynthRequest(
             text=body.input, sampling=body.sampling(), stream=body.stream, prompt=body.speed_prompt()
         )
-        rest = start(request, synth, "input")
+        tokens, rest = await start(request, synth, "input")
         if not body.stream:
-            return await buffered(rest, synth, "input", body.response_format)
+            return await buffered(rest, tokens, "input", body.response_format)
         first = await anext(rest)  # wait for audio before the status line: early failures keep their codes
         if isinstance(first, SynthError):
             await rest.aclose()
             if (err := outcome_error(first, "input", retry_after)) is None:
                 return Response(status_code=CLIENT_GONE)
             raise err
-        tokens = engine.prompt_tokens(synth)  # the prompt's length, for a load tester to reproduce
         headers = {
             "X-Sample-Rate": str(sample_rate),
             "Cache-Control": "no-cache",
@@ -266,15 +280,15 @@ def _add_synthesis_routes(
         return StreamingResponse(content, media_type=MEDIA[body.response_format], headers=headers)
 
 
-def _add_status_routes(app: FastAPI, engine: Engine, state: ServerState, auth: list, registry) -> None:
-    """What a client or an orchestrator reads: models, liveness, readiness, Prometheus metrics."""
+def _add_status_routes(app: FastAPI, engine: EngineClient, state: ServerState, auth: list) -> None:
+    """What a client or an orchestrator reads: models, liveness, readiness, Prometheus metrics.
+    Each asks the engine's core, which answers between its turns' work, not after them."""
 
     @app.get("/v1/models", dependencies=auth, responses={200: {"model": ModelList}, **AUTH_ERRORS})
     async def models() -> dict:
         """Model ids a client may name; all are served by the one loaded model."""
-        info = engine.describe()
         data = [
-            {"id": m, "object": "model", "created": 0, "owned_by": "ttsperf", "root": info["model"]}
+            {"id": m, "object": "model", "created": 0, "owned_by": "ttsperf", "root": engine.info["model"]}
             for m in MODEL_IDS
         ]
         return {"object": "list", "data": data}
@@ -282,23 +296,36 @@ def _add_status_routes(app: FastAPI, engine: Engine, state: ServerState, auth: l
     @app.get("/healthz", responses={503: {"description": "the engine has stopped"}})
     async def healthz() -> JSONResponse:
         """Liveness, with what is running: switches, device, model, batch and queue."""
+        try:
+            info = await engine.call("describe")
+        except EngineDied as exc:
+            info = {**engine.info, "queue_depth": 0, "running": 0, "engine_error": str(exc)}
         alive = engine.ready or state.draining
+        info.pop("ready", None)
         body = {
             "status": "draining" if state.draining else ("ok" if alive else "engine stopped"),
             "version": __version__,
-            "queue_depth": engine.queue_depth(),
-            "running": engine.running(),
-            **engine.describe(),
+            **info,
         }
         return JSONResponse(body, status_code=200 if alive else 503)
 
     @app.get("/readyz", responses={503: {"description": "draining or stopped", "model": ErrorBody}})
     async def readyz() -> JSONResponse:
         """200 while admitting requests; 503 while draining or stopped (take me out of rotation)."""
-        if state.draining or not engine.ready:
-            return errors.error_response(503, "not ready: the server is draining or its engine has stopped")
-        return JSONResponse({"ready": True, "queue_depth": engine.queue_depth(), "running": engine.running()})
+        if not state.draining and engine.ready:
+            try:
+                info = await engine.call("describe")
+                return JSONResponse(
+                    {"ready": True, "queue_depth": info["queue_depth"], "running": info["running"]}
+                )
+            except EngineDied:
+                pass
+        return errors.error_response(503, "not ready: the server is draining or its engine has stopped")
 
     @app.get("/metrics", response_class=PlainTextResponse)
     async def prometheus() -> Response:
-        return Response(metrics.render(registry), media_type=metrics.CONTENT_TYPE)
+        try:
+            snapshot = await engine.call("metrics")
+        except EngineDied:
+            snapshot = None
+        return Response(metrics.render(snapshot, state.http), media_type=metrics.CONTENT_TYPE)

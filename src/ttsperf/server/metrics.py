@@ -1,9 +1,9 @@
 """`/metrics`: the engine's counters and histograms plus the server's own, in Prometheus text.
 
-The engine keeps plain counters (engine/stats.py, no Prometheus dependency); a custom collector
-reads them at scrape time, so nothing is double-counted and the engine thread never touches
-prometheus_client. Each app gets its own registry, so several apps in one process (tests) do not
-collide.
+The engine keeps plain counters (engine/stats.py, no Prometheus dependency); at scrape time the
+front asks the core process for a snapshot of them (engine/core.py `Core.metrics`) and renders it
+with its own HTTP counters, through a registry made for that scrape, so nothing is double-counted
+and nothing of prometheus_client runs in the engine. A dead engine renders as not ready.
 """
 
 from __future__ import annotations
@@ -11,13 +11,11 @@ from __future__ import annotations
 import threading
 from collections import Counter
 
-import psutil
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from ttsperf.engine.engine import Engine
-from ttsperf.engine.stats import Histogram
+from ttsperf.engine.stats import EngineStats, Histogram
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
@@ -46,72 +44,75 @@ def _histogram(name: str, doc: str, h: Histogram) -> HistogramMetricFamily:
     return HistogramMetricFamily(name, doc, buckets=buckets, sum_value=h.total)
 
 
-def _device_memory(engine: Engine) -> GaugeMetricFamily:
+def _device_memory(memory: dict[str, int]) -> GaugeMetricFamily:
     g = GaugeMetricFamily(
         "ttsperf_device_memory_bytes",
-        "Memory of the device the model runs on (CUDA: allocated/reserved/free/total; CPU: process RSS).",
+        "Memory of the device the model runs on (CUDA: allocated/reserved/free/total; CPU: the "
+        "engine process's RSS).",
         labels=["kind"],
     )
-    device = engine.describe()["device"]
-    if device.startswith("cuda"):
-        import torch  # only for the allocator's counters; the model stays behind the engine
-
-        free, total = torch.cuda.mem_get_info(device)
-        g.add_metric(["allocated"], torch.cuda.memory_allocated(device))
-        g.add_metric(["reserved"], torch.cuda.memory_reserved(device))
-        g.add_metric(["free"], free)
-        g.add_metric(["total"], total)
-    else:
-        g.add_metric(["process_rss"], psutil.Process().memory_info().rss)
-        g.add_metric(["host_available"], psutil.virtual_memory().available)
+    for kind, value in memory.items():
+        g.add_metric([kind], value)
     return g
 
 
+def _dead() -> dict:
+    """What a scrape shows once the engine process is gone: nothing running, not ready."""
+    snapshot = {"queue_depth": 0, "running": 0, "max_batch": 0, "effective_max_batch": 0, "ready": False}
+    return {**snapshot, "stats": EngineStats().snapshot(), "device_memory": {}}
+
+
 class EngineCollector(Collector):
-    def __init__(self, engine: Engine, http: HttpStats):
-        self.engine, self.http = engine, http
+    def __init__(self, snapshot: dict, http: HttpStats):
+        self.snapshot, self.http = snapshot, http
 
     def collect(self):
-        e, s = self.engine, self.engine.stats
+        e, s = self.snapshot, self.snapshot["stats"]
         yield GaugeMetricFamily(
-            "ttsperf_queue_depth", "Requests waiting for a batch slot.", value=e.queue_depth()
+            "ttsperf_queue_depth", "Requests waiting for a batch slot.", value=e["queue_depth"]
         )
         yield GaugeMetricFamily(
-            "ttsperf_running_requests", "Requests in the running batch.", value=e.running()
+            "ttsperf_running_requests", "Requests in the running batch.", value=e["running"]
         )
         yield GaugeMetricFamily(
-            "ttsperf_max_batch", "Batch slots allocated (--max-batch).", value=e.max_batch
+            "ttsperf_max_batch", "Batch slots allocated (--max-batch).", value=e["max_batch"]
         )
         yield GaugeMetricFamily(
             "ttsperf_effective_max_batch",
             "Batch slots in use after out-of-memory shrinking.",
-            value=e.effective_max_batch,
+            value=e["effective_max_batch"],
         )
         yield GaugeMetricFamily(
-            "ttsperf_ready", "1 while admitting requests, 0 while draining.", value=e.ready
+            "ttsperf_ready", "1 while admitting requests, 0 while draining.", value=e["ready"]
         )
-        yield _histogram("ttsperf_batch_size", "Rows in each decode step.", s.batch_size)
-        yield _histogram("ttsperf_step_seconds", "Wall seconds of each decode step.", s.step_seconds)
-        yield _histogram("ttsperf_prefill_seconds", "Wall seconds of each prompt prefill.", s.prefill_seconds)
+        yield _histogram("ttsperf_batch_size", "Rows in each decode step.", s["batch_size"])
+        yield _histogram("ttsperf_step_seconds", "Wall seconds of each decode step.", s["step_seconds"])
+        yield _histogram(
+            "ttsperf_prefill_seconds", "Wall seconds of each prompt prefill.", s["prefill_seconds"]
+        )
         yield _histogram(
             "ttsperf_audio_call_seconds",
             "Wall seconds of each Decoder+Vocos call (every row emitting at a step).",
-            s.audio_call_seconds,
+            s["audio_call_seconds"],
         )
         yield CounterMetricFamily(
-            "ttsperf_decode_steps", "Decode steps summed over rows (one per 4 codes).", value=s.decode_steps
+            "ttsperf_decode_steps",
+            "Decode steps summed over rows (one per 4 codes).",
+            value=s["decode_steps"],
         )
         yield CounterMetricFamily(
-            "ttsperf_audio_seconds", "Seconds of audio produced.", value=s.audio_seconds
+            "ttsperf_audio_seconds", "Seconds of audio produced.", value=s["audio_seconds"]
         )
-        yield CounterMetricFamily("ttsperf_rejected", "Requests refused with a full queue.", value=s.rejected)
-        yield CounterMetricFamily("ttsperf_oom", "Out-of-memory events survived.", value=s.ooms)
+        yield CounterMetricFamily(
+            "ttsperf_rejected", "Requests refused with a full queue.", value=s["rejected"]
+        )
+        yield CounterMetricFamily("ttsperf_oom", "Out-of-memory events survived.", value=s["ooms"])
         outcomes = CounterMetricFamily(
             "ttsperf_engine_requests",
             "Engine outcomes: ok, timeout, cancelled, oom, shutdown, ...",
             labels=["status"],
         )
-        for status, n in sorted(dict(s.requests).items()):
+        for status, n in sorted(s["requests"].items()):
             outcomes.add_metric([status], n)
         yield outcomes
         http = CounterMetricFamily(
@@ -125,14 +126,11 @@ class EngineCollector(Collector):
         yield GaugeMetricFamily(
             "ttsperf_http_in_flight", "HTTP requests being answered.", value=self.http.in_flight
         )
-        yield _device_memory(e)
+        yield _device_memory(e["device_memory"])
 
 
-def make_registry(engine: Engine, http: HttpStats) -> CollectorRegistry:
+def render(snapshot: dict | None, http: HttpStats) -> bytes:
+    """Prometheus text for the engine's `snapshot` (None: the engine is gone) and `http`."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(EngineCollector(engine, http))
-    return registry
-
-
-def render(registry: CollectorRegistry) -> bytes:
+    registry.register(EngineCollector(snapshot or _dead(), http))
     return generate_latest(registry)

@@ -1,7 +1,6 @@
 """`ttsperf serve --ray`: the same app (server/app.py) as a Ray Serve deployment, one engine per replica.
 
-    spec = ReplicaSpec(load=functools.partial(load_pipeline, None, True, "tiny", "cpu", "fp32", 0),
-                       engine=EngineConfig(max_batch=8))
+    spec = ReplicaSpec(ModelSpec(synthetic=True, config="tiny"), engine=EngineConfig(max_batch=8))
     serve_forever(spec, RaySettings(replicas=2), address=None, host="127.0.0.1", port=8080)
 
 Ray does what one process cannot: placement (a replica per GPU with gpus_per_replica=1, on any
@@ -20,15 +19,14 @@ import logging
 import math
 import signal
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ttsperf.engine.engine import Engine, EngineConfig
-from ttsperf.engine.runner import AUTO_BATCH_CAP
-from ttsperf.engine.switches import Switches
-from ttsperf.model.pipeline import Pipeline
+from ttsperf.engine.client import EngineClient
+from ttsperf.engine.config import AUTO_BATCH_CAP, EngineConfig, Switches
+from ttsperf.engine.wire import CoreSpec
+from ttsperf.model.spec import ModelSpec
 from ttsperf.server.app import DEFAULT_MAX_BODY_BYTES, DEFAULT_READ_TIMEOUT, create_app
 from ttsperf.server.run import KEEP_ALIVE_SECONDS
 
@@ -40,10 +38,10 @@ INSTALL_HINT = "--ray needs Ray Serve: pip install 'ttsperf[ray]' (or pip instal
 
 @dataclass(frozen=True)
 class ReplicaSpec:
-    """What each replica builds, picklable: a loader for the model (run in the replica, so the
-    weights never travel through Ray's object store) and the engine's settings."""
+    """What each replica builds, picklable: the model to load (in the replica's engine process, so
+    the weights never travel through Ray's object store) and the engine's settings."""
 
-    load: Callable[[], Pipeline]
+    model: ModelSpec
     engine: EngineConfig = field(default_factory=EngineConfig)
     switches: Switches = field(default_factory=Switches)
     api_key: str | None = None
@@ -127,16 +125,17 @@ class _ReplicaHeader:
 
 
 class TTSReplica:
-    """One replica: the model, its engine and the app over it. Made a Ray Serve ingress in
-    `deployment()`; Ray builds the app after __init__ through __serve_build_asgi_app__."""
+    """One replica: its engine (a core process of its own, as under `ttsperf serve`) and the app
+    over it. Made a Ray Serve ingress in `deployment()`; Ray builds the app after __init__ through
+    __serve_build_asgi_app__."""
 
     def __init__(self, spec: ReplicaSpec):
         from ray import serve
 
         self.spec = spec
         self.replica = serve.get_replica_context().replica_id.unique_id
-        self.engine = Engine(spec.load(), spec.engine, spec.switches).start()
-        log.info("replica %s: engine ready, max batch %d", self.replica, self.engine.max_batch)
+        self.engine = EngineClient(CoreSpec(spec.model, spec.engine, spec.switches)).start()
+        log.info("replica %s: engine ready, max batch %d", self.replica, self.engine.info["max_batch"])
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
         app = create_app(

@@ -101,6 +101,8 @@ class DrainingServer(uvicorn.Server):
         self.url: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._draining = False
+        self.failed: str | None = None  # why the engine died under it: serve exits non-zero
+        state.engine.on_death.append(self._engine_died)
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -116,6 +118,17 @@ class DrainingServer(uvicorn.Server):
                 "ttsperf serving on %s (SIGTERM drains: 503 for new requests, the accepted ones answered)",
                 self.url,
             )
+
+    def _engine_died(self, why: str) -> None:
+        """On the engine client's reader thread: every request in flight has its error already;
+        stop serving (an orchestrator restarts the process, /readyz is 503 meanwhile)."""
+        self.failed = why
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._exit_failed)
+
+    def _exit_failed(self) -> None:
+        log.error("the engine is gone (%s): shutting down", self.failed)
+        self.should_exit = True
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self._draining or self._loop is None:

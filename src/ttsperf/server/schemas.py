@@ -14,7 +14,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from ttsperf.model.sampling import SamplingParams
+from ttsperf.model.sampling_params import SamplingParams
 
 # OpenAI's voice names, accepted so that OpenAI clients work unchanged. This model has no speaker
 # embeddings yet (the prompt carries [empty_spk]), so every voice is the model's default speaker.

@@ -31,7 +31,10 @@ class ServeSettings(ModelSettings):
     max_batch: Annotated[int | None, Flag(cli_type=str)] = Field(
         _E.max_batch, description="Rows decoded together: N, or auto (from free memory; the default)."
     )
-    max_queue: int = Field(_E.max_queue, description="Requests waiting beyond the batch; more get 503.")
+    max_queue: int | None = Field(
+        _E.max_queue,
+        description="Requests waiting beyond the batch; more get 503 (default: the max batch, at least 64).",
+    )
     request_timeout: float = Field(
         _E.request_timeout, description="Seconds from arrival to last audio; then 504."
     )

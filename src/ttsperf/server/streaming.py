@@ -1,4 +1,4 @@
-"""Streamed answers: each engine AudioChunk goes to the client the moment it arrives (so time to
+"""Streamed answers: each PcmChunk from the engine goes to the client the moment it arrives (so time to
 first audio is the engine's, not the whole synthesis'), as raw chunks (`stream_format: audio`) or
 as server-sent events (`stream_format: sse`).
 
@@ -18,8 +18,8 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 
-from ttsperf.audio import to_pcm16, wav_header
-from ttsperf.engine.types import AudioChunk, Event, SynthError, SynthResult
+from ttsperf.audio import wav_header
+from ttsperf.engine.types import FrontEvent, PcmChunk, SynthError, SynthResult
 from ttsperf.server.synthesis import outcome_error, stats_json
 
 
@@ -33,7 +33,7 @@ def sse(payload: dict) -> bytes:
 
 
 async def audio_body(
-    first: Event, rest: AsyncGenerator[Event, None], fmt: str, sample_rate: int
+    first: FrontEvent, rest: AsyncGenerator[FrontEvent, None], fmt: str, sample_rate: int
 ) -> AsyncIterator[bytes]:
     """Raw bytes: [WAV header] then PCM16 of each chunk as it comes."""
     async with aclosing(rest):  # on every exit: the request is cancelled if still running
@@ -41,8 +41,8 @@ async def audio_body(
             yield wav_header(sample_rate)
         event = first
         while True:
-            if isinstance(event, AudioChunk):
-                yield to_pcm16(event.samples)
+            if isinstance(event, PcmChunk):
+                yield event.pcm
             elif isinstance(event, SynthResult):
                 return
             elif isinstance(event, SynthError):
@@ -53,7 +53,12 @@ async def audio_body(
 
 
 async def sse_body(
-    first: Event, rest: AsyncGenerator[Event, None], fmt: str, sample_rate: int, input_tokens: int, field: str
+    first: FrontEvent,
+    rest: AsyncGenerator[FrontEvent, None],
+    fmt: str,
+    sample_rate: int,
+    input_tokens: int,
+    field: str,
 ) -> AsyncIterator[bytes]:
     """OpenAI's speech events: `speech.audio.delta` with base64 audio (the bytes a raw stream of
     the same format would carry, so concatenated deltas are a playable file), then
@@ -62,8 +67,8 @@ async def sse_body(
         prefix = wav_header(sample_rate) if fmt == "wav" else b""
         event = first
         while True:
-            if isinstance(event, AudioChunk):
-                data, prefix = prefix + to_pcm16(event.samples), b""
+            if isinstance(event, PcmChunk):
+                data, prefix = prefix + event.pcm, b""
                 yield sse({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
             elif isinstance(event, SynthResult):
                 if prefix:  # no audio at all: still a valid (empty) file

@@ -1,6 +1,7 @@
-"""One synthesis from an asyncio handler: submit (engine refusals -> HTTP errors), events (a client
-that goes away cancels the request, so the engine frees its slot within a step), outcomes
-(SynthError kinds -> status codes), and the statistics headers every buffered answer carries.
+"""One synthesis from an asyncio handler: submit to the engine's core process and wait for its
+verdict (refusals -> HTTP errors), events (a client that goes away cancels the request, so the
+engine frees its slot within a step), outcomes (SynthError kinds -> status codes), and the
+statistics headers every buffered answer carries.
 """
 
 from __future__ import annotations
@@ -11,13 +12,14 @@ from collections.abc import AsyncIterator, Callable
 
 from starlette.types import Receive
 
-from ttsperf.engine.engine import Engine
+from ttsperf.engine.client import EngineClient, FrontHandle
 from ttsperf.engine.types import (
-    AudioChunk,
-    Event,
+    Accepted,
+    FrontEvent,
     NotAccepting,
+    PcmChunk,
     QueueFull,
-    RequestHandle,
+    Rejected,
     SynthError,
     SynthRequest,
     SynthResult,
@@ -38,28 +40,47 @@ def draining(retry_after: float) -> ApiError:
     return ApiError(503, message, headers={"Connection": "close", **_retry_after(retry_after)})
 
 
-def submit(engine: Engine, request: SynthRequest, field: str) -> RequestHandle:
-    """Queue `request`; `field` is the body field holding the text, named in errors about it."""
+def submit(engine: EngineClient, request: SynthRequest) -> FrontHandle:
+    """Send `request` to the engine (no await: once a drain has begun, nothing new is sent)."""
     try:
-        return engine.submit(request, loop=asyncio.get_running_loop())
-    except QueueFull as exc:
-        raise ApiError(
+        return engine.submit(request, asyncio.get_running_loop())
+    except NotAccepting:
+        raise draining(engine.spec.engine.retry_after) from None
+
+
+async def accepted(handle: FrontHandle, field: str, retry_after: float) -> int:
+    """Wait for the engine's verdict on `handle` -> the prompt's tokens; a refusal raises the HTTP
+    error for it. `field` is the body field holding the text, named in errors about it."""
+    first = await handle.next_event()
+    if isinstance(first, Accepted):
+        return first.prompt_tokens
+    if isinstance(first, SynthError):  # the engine died before it could answer
+        raise outcome_error(first, field, retry_after) or ApiError(503, first.message)
+    assert isinstance(first, Rejected), first
+    raise refusal(first.error, field, retry_after)
+
+
+def refusal(exc: Exception, field: str, retry_after: float) -> ApiError:
+    """The HTTP answer to a request the engine refused at submission."""
+    if isinstance(exc, QueueFull):
+        return ApiError(
             503,
             f"the queue is full ({exc.depth} requests waiting); retry after {exc.retry_after:g} s",
             type="overloaded_error",
             headers=_retry_after(exc.retry_after),
-        ) from None
-    except NotAccepting:
-        raise draining(engine.config.retry_after) from None
-    except TextTooLong as exc:
-        raise ApiError(
+        )
+    if isinstance(exc, NotAccepting):
+        return draining(retry_after)
+    if isinstance(exc, TextTooLong):
+        return ApiError(
             413,
             f"{field}: {exc.tokens} tokens after prompt decoration; expected at most {exc.limit}",
             field,
             extra={"limit": exc.limit, "tokens": exc.tokens},
-        ) from None
-    except UserError as exc:  # the tokenizer's verdict on the text, e.g. nothing but prompt markers
-        raise ApiError(400, f"{field}: {exc}", field) from None
+        )
+    if isinstance(exc, UserError):  # the tokenizer's verdict on the text, e.g. nothing but prompt markers
+        return ApiError(400, f"{field}: {exc}", field)
+    return ApiError(500, f"internal error in the engine: {type(exc).__name__}: {exc}")
 
 
 def outcome_error(error: SynthError, field: str, retry_after: float) -> ApiError | None:
@@ -73,12 +94,14 @@ def outcome_error(error: SynthError, field: str, retry_after: float) -> ApiError
     if error.kind == "shutdown":
         message = "the server shut down before this request could run"
         return ApiError(503, message, headers=_retry_after(retry_after))
+    if error.kind == "engine_died":  # not this request's fault: another replica can serve it
+        return ApiError(503, f"the engine stopped: {error.message}", headers=_retry_after(retry_after))
     if error.kind == "too_long":
         return ApiError(413, f"{field}: {error.message}", field)
     return ApiError(500, f"internal error in the engine: {error.message}")
 
 
-async def _cancel_on_disconnect(receive: Receive, handle: RequestHandle) -> None:
+async def _cancel_on_disconnect(receive: Receive, handle: FrontHandle) -> None:
     # The body has been read, so the next message the server sends us is the disconnect.
     while True:
         message = await receive()
@@ -88,9 +111,10 @@ async def _cancel_on_disconnect(receive: Receive, handle: RequestHandle) -> None
 
 
 async def events(
-    handle: RequestHandle, receive: Receive, on_close: Callable[[], None] | None = None
-) -> AsyncIterator[Event]:
-    """The handle's events as they arrive: AudioChunk*, then one SynthResult or SynthError.
+    handle: FrontHandle, receive: Receive, on_close: Callable[[], None] | None = None
+) -> AsyncIterator[FrontEvent]:
+    """The handle's events after Accepted, as they arrive: PcmChunk*, then one SynthResult or
+    SynthError.
 
     If the client disconnects, or the consumer stops early (a streaming response cancelled by the
     server on disconnect), the request is cancelled so the engine frees its batch slot. `on_close`
@@ -101,7 +125,7 @@ async def events(
         while True:
             event = await handle.next_event()
             yield event
-            if not isinstance(event, AudioChunk):
+            if not isinstance(event, PcmChunk):
                 return
     finally:
         watcher.cancel()
