@@ -62,3 +62,20 @@ def test_the_worker_waits_until_stopped():
     waiter.join(timeout=5)
     assert answers == [False]
     assert q.wait_for_work(running=3) is False  # stopping wins over work
+
+
+def test_arrivals_join_in_groups_while_rows_run_and_at_once_when_idle():
+    q = RequestQueue(8, 10_000, 1.0, EngineStats())
+    assert not q.due(free=4, running=0, now=0.0, wait=0.02, gather=3)  # nobody waits
+    first = handle(1)
+    q.put(first)
+    t0 = first.submitted
+    assert q.due(free=4, running=0, now=t0, wait=0.02, gather=3)  # idle: at once
+    assert not q.due(free=4, running=2, now=t0 + 0.01, wait=0.02, gather=3)  # rows run: gather
+    assert q.due(free=4, running=2, now=t0 + 0.03, wait=0.02, gather=3)  # the oldest waited enough
+    q.put(handle(1))
+    assert q.due(free=2, running=2, now=t0, wait=0.02, gather=3)  # every free row would fill
+    assert not q.due(free=4, running=2, now=t0, wait=0.02, gather=3)
+    q.put(handle(1))
+    assert q.due(free=4, running=2, now=t0, wait=0.02, gather=3)  # a group of 3 waits
+    assert not q.due(free=0, running=8, now=t0 + 1, wait=0.02, gather=3)  # no free row

@@ -141,7 +141,9 @@ def test_deadline_answers_timeout(tiny_pipe):
 
 
 def test_out_of_memory_shrinks_the_batch_and_loses_nothing(tiny_pipe):
-    eng = Engine(tiny_pipe, EngineConfig(max_batch=4, inject_oom_at_steps=frozenset({5}))).start()
+    # prefill_wait 0: a request that missed the first turn joins at the next, so rows run at step 5
+    config = EngineConfig(max_batch=4, inject_oom_at_steps=frozenset({5}), prefill_wait=0.0)
+    eng = Engine(tiny_pipe, config).start()
     try:
         alone = [tiny_pipe.generate([t], GREEDY)[0].steps for t in OTHERS]
         handles = [eng.submit(SynthRequest(t, GREEDY)) for t in OTHERS]

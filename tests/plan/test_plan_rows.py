@@ -38,7 +38,8 @@ def test_latency_names_a_simulation_as_the_row_does():
 def test_serve_flags_name_the_mode_batch_and_first_chunk():
     c = Candidate(MODES["cuda-graphs"], 16, 0.002, 0.01, 128, "memory")
     assert serve_flags(c, "bf16", "cuda") == (
-        "ttsperf serve --device cuda --dtype bf16 --cuda-graphs --max-batch 128 --first-chunk-steps 16"
+        "ttsperf serve --device cuda --dtype bf16 --cuda-graphs --max-batch 128 --max-queue 128 "
+        "--first-chunk-steps 16"
     )
     eager = Candidate(MODES["eager"], 24, 0.01, 0.01, 8, "max batch")
     assert serve_flags(eager, "fp32", "cpu").split()[-4:] == ["--max-batch", "8", "--first-chunk-steps", "24"]

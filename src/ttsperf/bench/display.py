@@ -98,6 +98,11 @@ def point_lines(p: PointResult) -> list[str]:
             gpu.append(f"{v:.1f} J/audio s")
     if gpu:
         out.append(_line("GPU", ", ".join(gpu)))
+    if "proc_cpu_pct_mean" in p.telemetry:  # --server-pid: 100% = one core
+        cpu = f"{p.telemetry['proc_cpu_pct_mean']:.0f}% of a core"
+        if "children_cpu_pct_mean" in p.telemetry:  # ttsperf serve's engine process
+            cpu += f", its child processes {p.telemetry['children_cpu_pct_mean']:.0f}%"
+        out.append(_line("server CPU", cpu))
     if p.slo is not None:
         for c in p.slo.constraints:
             shown = "not measured" if c.value is None else fmt_value(c.name, c.value)

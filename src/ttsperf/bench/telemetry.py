@@ -56,6 +56,7 @@ class Telemetry:
         self._nvml: list = []
         self._nvml_refused: set[tuple[str, int]] = set()
         self._proc = None
+        self._children: dict[int, object] = {}  # pid -> psutil.Process: a multi-process server's
         self._metrics_url = metrics_url
         self._prom_failed = False
         if gpu:
@@ -95,6 +96,7 @@ class Telemetry:
                 s["proc_rss_bytes"] = float(self._proc.memory_info().rss)
             except Exception:
                 pass
+            self._sample_children(s)
         if self._metrics_url and not self._prom_failed:
             try:
                 with urllib.request.urlopen(self._metrics_url, timeout=min(2.0, self.interval * 4)) as r:
@@ -110,6 +112,35 @@ class Telemetry:
                 self._prom_failed = True
                 self.notes.append(f"--metrics-url {self._metrics_url}: {exc}; scraping stopped")
         return s
+
+    def _sample_children(self, s: dict[str, float]) -> None:
+        """The server's child processes together (ttsperf serve's engine process, a worker pool):
+        CPU % (100 = one core) and resident memory, apart from the process given."""
+        import psutil
+
+        try:
+            now = {c.pid: c for c in self._proc.children(recursive=True)}
+        except psutil.Error:
+            return
+        for pid, child in now.items():
+            if pid not in self._children:
+                self._children[pid] = child
+                try:
+                    child.cpu_percent(None)  # primed: its first figure comes at the next sample
+                except psutil.Error:
+                    pass
+        cpu = rss = 0.0
+        for pid in list(self._children):
+            if pid not in now:
+                del self._children[pid]
+                continue
+            try:
+                cpu += self._children[pid].cpu_percent(None)
+                rss += self._children[pid].memory_info().rss
+            except psutil.Error:
+                pass
+        if now:
+            s["children_cpu_pct"], s["children_rss_bytes"] = cpu, rss
 
     def _sample_nvml(self, s: dict[str, float]) -> None:
         """Each quantity on its own: many GPUs (MIG slices, some boards) refuse power or energy
@@ -160,6 +191,8 @@ _AGGREGATES = (  # sample key, how, summary name
     ("gpu_mem_bytes", "max", "gpu_mem_max"),
     ("proc_cpu_pct", "mean", "proc_cpu_pct_mean"),
     ("proc_rss_bytes", "max", "proc_rss_max"),
+    ("children_cpu_pct", "mean", "children_cpu_pct_mean"),
+    ("children_rss_bytes", "max", "children_rss_max"),
 )
 
 

@@ -39,6 +39,21 @@ class RequestQueue:
             self._waiting.append(handle)
             self.lock.notify()
 
+    def due(self, free: int, running: int, now: float, wait: float, gather: int) -> bool:
+        """Whether arrivals join at this step boundary: at once when nothing runs (an idle engine
+        makes nobody wait), else once `gather` of them wait (or every free row would be filled), or
+        the oldest has waited `wait` seconds. Joining in groups spends a prefill's fixed host cost
+        (~900 eager launches on a card) on several requests rather than ~1.1 (an H200 at 200
+        listeners: 364 prefill calls, 22 ms each, a third of the one core)."""
+        with self.lock:
+            if not self._waiting or not free:
+                return False
+            return (
+                not running
+                or len(self._waiting) >= min(gather, free)
+                or now - self._waiting[0].submitted >= wait
+            )
+
     def take(self, rows: int) -> list[RequestHandle]:
         """The requests that join now, oldest first: up to `rows`, and within the prefill token
         budget (the first always joins). They count as admitting until `admitted`."""

@@ -46,6 +46,10 @@ class EngineConfig:
     # prompt tokens (rows x longest prompt) prefilled at one step boundary: joining requests wait
     # a step or more rather than stall the running streams for one long prefill
     prefill_tokens: int = 2048
+    # While rows run, arrivals join in groups: once `prefill_rows` wait, or the oldest has waited
+    # `prefill_wait` seconds (admission.py `due`); an idle engine prefills at once.
+    prefill_wait: float = 0.02
+    prefill_rows: int = 8
     request_timeout: float = 300.0
     retry_after: float = 1.0
     inject_oom_at_steps: frozenset[int] = field(default_factory=frozenset)  # fault injection (tests)
@@ -60,10 +64,13 @@ class EngineConfig:
             "first_chunk_steps",
             "chunk_steps",
             "prefill_tokens",
+            "prefill_rows",
         )
         for name in names:
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected at least 1")
+        if not 0 <= self.prefill_wait <= 1:
+            raise UserError(f"--prefill-wait {self.prefill_wait * 1000:g}ms: expected 0 to 1000 ms")
         if self.max_queue is not None and self.max_queue < 1:
             raise UserError(
                 f"--max-queue {self.max_queue}: expected at least 1 (or leave it to the max batch)"

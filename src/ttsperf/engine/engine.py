@@ -158,7 +158,10 @@ class Engine:
     def _admit(self) -> None:
         """Prefill, in one forward, every waiting request that fits (queue.take); answer those
         cancelled or past their deadline while they waited."""
-        joining = self.queue.take(self.effective_max_batch - self.table.size)
+        free, c = self.effective_max_batch - self.table.size, self.config
+        if not self.queue.due(free, self.table.size, time.monotonic(), c.prefill_wait, c.prefill_rows):
+            return
+        joining = self.queue.take(free)
         try:
             now = time.monotonic()
             ready = []

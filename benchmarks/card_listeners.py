@@ -1,0 +1,141 @@
+"""Listeners on one card, served as plan prints it: cold start, plan's own check, then warm loads
+(issue 33's GPU run; one command, under 8 minutes on an H200).
+
+    python benchmarks/card_listeners.py --out $OUT            # an H200: the defaults below
+    python benchmarks/card_listeners.py --device cpu --config tiny --dtype fp32 --no-cuda-graphs \
+        --max-batch 16 --check-users 8 --loads 4,8 --requests 24 --out /tmp/dry   # dry run, a CPU
+
+1. `ttsperf serve --synthetic --config chattts --device cuda --dtype fp16 --cuda-graphs
+   --max-batch 256 --max-queue 256 --first-chunk-steps 24` (plan's serve command for one H200),
+   timed from start to /readyz (ready means warm: every graph is built before);
+2. plan's check command against it, fresh: `ttsperf bench URL --adapter openai --stream
+   --text-set zh-8s --users 485 --ramp-up 8 --requests 400 --slo ttfa_p99=300ms,underrun_p99=100ms
+   --server-pid PID` (PID: the front; bench samples its child, the engine, apart);
+3. the same at each warm load (150, 300, 600, 1000 listeners), `--requests` each.
+Each run's bench folder, its console and the server's /metrics after it go under --out; the
+table (listeners, ok, 503s, audio s/s, TTFA p50/p99, underrun p99, GPU busy, front and engine CPU,
+SLO verdict) is printed and written to --out/table.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import machine, wait_ready  # noqa: E402
+
+from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
+
+SLO = "ttfa_p99=300ms,underrun_p99=100ms"
+
+
+def ttsperf(*args: str) -> list[str]:
+    return [sys.executable, "-c", "from ttsperf.cli.main import app; app()", *args]
+
+
+def start_server(a: argparse.Namespace, out: Path) -> tuple[subprocess.Popen, str, float]:
+    port = free_port()
+    flags = ["--synthetic", "--config", a.config, "--device", a.device, "--dtype", a.dtype]
+    flags += ["--cuda-graphs"] if a.cuda_graphs else []
+    flags += ["--max-batch", str(a.max_batch), "--max-queue", str(a.max_queue)]
+    flags += ["--first-chunk-steps", str(a.first_chunk_steps), "--port", str(port)]
+    print("serve:", " ".join(["ttsperf serve", *flags]), flush=True)
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        ttsperf("serve", *flags), stdout=subprocess.DEVNULL, stderr=(out / "serve.log").open("w")
+    )
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, timeout=a.ready_timeout)
+    return proc, url, time.monotonic() - started
+
+
+def bench(url: str, pid: int, users: int, a: argparse.Namespace, out: Path) -> dict:
+    args = [url, "--adapter", "openai", "--stream", "--text-set", "zh-8s", "--users", str(users)]
+    args += ["--ramp-up", "8", "--requests", str(a.requests), "--slo", SLO, "--server-pid", str(pid)]
+    args += ["-o", str(out)]
+    with (out.parent / f"{out.name}.txt").open("w") as console:
+        subprocess.run(ttsperf("bench", *args), stdout=console, stderr=subprocess.STDOUT, check=False)
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        (out / "metrics.txt").write_bytes(r.read())
+    return json.loads((out / "run.json").read_text())
+
+
+def row(label: str, run: dict) -> str:
+    p = run["points"][-1]
+    t, ok = p["telemetry"], p["successes"]
+    refused = sum(r.get("status") == 503 for r in run.get("records", []))  # warm-up's too: a user hits them
+
+    def ms(field: str, q: str) -> str:
+        d = p.get(field) or {}
+        v = d.get(q)
+        return "-" if v is None else f"{1000 * v:.0f}"
+
+    gpu = t.get("gpu_util_mean")
+    verdict = (p.get("slo") or {}).get("status", "-")
+    return (
+        f"| {label} | {ok}/{p['requests']} | {refused} | "
+        f"{p.get('audio_seconds_per_s', 0):.0f} | {ms('ttfa_s', 'p50')} / {ms('ttfa_s', 'p99')} | "
+        f"{ms('underrun_s', 'p99')} | {'-' if gpu is None else f'{100 * gpu:.0f}%'} | "
+        f"{t.get('proc_cpu_pct_mean', 0):.0f}% | {t.get('children_cpu_pct_mean', 0):.0f}% | {verdict} |"
+    )
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--device", default="cuda")
+    p.add_argument("--config", default="chattts")
+    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--cuda-graphs", action=argparse.BooleanOptionalAction, default=True)
+    p.add_argument("--max-batch", type=int, default=256)
+    p.add_argument("--max-queue", type=int, default=256)
+    p.add_argument("--first-chunk-steps", type=int, default=24)
+    p.add_argument("--check-users", type=int, default=485, help="plan's check command's --users")
+    p.add_argument("--loads", default="150,300,600,1000", help="warm loads, listeners")
+    p.add_argument("--requests", type=int, default=400)
+    p.add_argument("--ready-timeout", type=float, default=300.0)
+    a = p.parse_args()
+    a.out.mkdir(parents=True, exist_ok=True)
+    proc, url, ready_s = start_server(a, a.out)
+    rows = []
+    try:
+        with urllib.request.urlopen(url + "/healthz", timeout=30) as r:
+            health = json.loads(r.read())
+        (a.out / "healthz.json").write_text(json.dumps(health, indent=1))
+        print(f"ready (warm) after {ready_s:.1f} s: {health.get('warmed')}", flush=True)
+        plan = [("check-cold", a.check_users)] + [(f"warm-{n}", int(n)) for n in a.loads.split(",")]
+        for name, users in plan:
+            run = bench(url, proc.pid, users, a, a.out / name)
+            rows.append(row(f"{name} ({users})", run))
+            print(rows[-1], flush=True)
+    finally:
+        stop_server(proc)
+    table = [
+        f"machine: {machine()}; served: {a.config} {a.device} {a.dtype}"
+        f"{' cuda-graphs' if a.cuda_graphs else ''}, max batch {a.max_batch}, queue {a.max_queue}; "
+        f"ready (warm) after {ready_s:.1f} s; SLO {SLO}",
+        "",
+        "| run (listeners) | ok | 503 | audio s/s | TTFA p50 / p99 ms | underrun p99 ms | GPU busy "
+        "| front CPU | engine CPU | SLO |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+        "",
+        "command: python benchmarks/card_listeners.py " + " ".join(sys.argv[1:]),
+    ]
+    (a.out / "table.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("PYTHONUNBUFFERED", "1")
+    main()

@@ -1,0 +1,98 @@
+"""The most zh-8s listeners `ttsperf serve` holds on this machine at the realtime SLO, this tree
+beside another (issue 33: the engine in its own process against 3dd0b04's one process).
+
+    git worktree add /tmp/base-3dd0b04 3dd0b04
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/listeners_cpu.py \
+        --base /tmp/base-3dd0b04 [--config tiny] [--max-batch 64] [--users 4,96] [--repeats 1]
+
+For each tree, in turn (`--repeats` times, alternating): `ttsperf serve --synthetic --config tiny
+--max-batch 64 --max-queue 256` (the same flags for both trees; the tree's own code through
+PYTHONPATH), then on the same machine
+`ttsperf bench URL --adapter openai --stream --text-set zh-8s --users LO,HI --find-max
+--ramp-up 8 --requests R --slo ttfa_p99=300ms,underrun_p99=100ms`: bench's doubling-then-bisection
+search for the most listeners meeting the SLO (bench is this tree's for both). `tiny` is the cheap
+step a card gives: what binds is the host (the event loop, the engine's loop, the chunk hand-off),
+as on a GPU. Nothing is pinned: the server's processes and bench share the cores alike for both.
+Prints a table and the command; each tree's bench output is kept in a printed temporary folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import machine, wait_ready  # noqa: E402
+
+from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
+
+SLO = "ttfa_p99=300ms,underrun_p99=100ms"
+
+
+def serve(src: Path, args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
+    cmd += ["--config", args.config, "--max-batch", str(args.max_batch), "--max-queue", "256"]
+    cmd += ["--port", str(port), "--log-level", "warning"]
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url)
+    return proc, url
+
+
+def most_listeners(url: str, args: argparse.Namespace, out: Path) -> dict:
+    cmd = [sys.executable, "-m", "ttsperf", "bench", url, "--adapter", "openai", "--stream"]
+    cmd += ["--text-set", "zh-8s", "--users", args.users, "--find-max", "--ramp-up", "8"]
+    cmd += ["--requests", str(args.requests), "--slo", SLO, "-o", str(out)]
+    subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, check=False)
+    return json.loads((out / "run.json").read_text())["find_max"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--base", type=Path, required=True, help="a worktree of the tree to compare with")
+    p.add_argument("--config", default="tiny")
+    p.add_argument("--max-batch", type=int, default=64)
+    p.add_argument("--users", default="4,96", help="bench --users LO,HI: the search's start and limit")
+    p.add_argument("--requests", type=int, default=160)
+    p.add_argument("--repeats", type=int, default=1)
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="listeners-"))
+    trees = {"base": args.base / "src", "this": ROOT / "src"}
+    found: dict[str, list[float]] = {name: [] for name in trees}
+    for r in range(args.repeats):
+        for name, src in trees.items():
+            proc, url = serve(src, args, work / f"{name}-{r}-serve.log")
+            try:
+                result = most_listeners(url, args, work / f"{name}-{r}")
+            finally:
+                stop_server(proc)
+            found[name].append(result["max_passing"] or 0)
+            print(f"{name} run {r}: {result['max_passing']} listeners; probes {result['probes']}", flush=True)
+    print()
+    print(f"machine: {machine()}; {args.config}, max batch {args.max_batch}, SLO {SLO}; kept in {work}")
+    print("| tree | most listeners meeting the SLO (each run) | median |")
+    print("|---|---|---|")
+    for name, values in found.items():
+        label = f"{args.base.name} (base)" if name == "base" else "this tree"
+        print(f"| {label} | {', '.join(f'{v:g}' for v in values)} | {statistics.median(values):g} |")
+    base, this = statistics.median(found["base"]), statistics.median(found["this"])
+    print(f"ratio this / base: {this / base:.2f}x" if base else "base met the SLO at no load probed")
+    print(
+        "command: flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/listeners_cpu.py "
+        + " ".join(sys.argv[1:])
+    )
+
+
+if __name__ == "__main__":
+    main()
