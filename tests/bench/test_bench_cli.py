@@ -115,7 +115,7 @@ def test_slo_pass_exits_0_and_fail_exits_1_naming_the_constraint(server_factory)
 
 def test_a_point_where_every_request_failed_exits_1_with_one_line():
     """A dead server (nothing listens on port 1) is not a green CI job, SLO or not."""
-    res = invoke("http://127.0.0.1:1", "--requests", "3", "--timeout", "5")
+    res = invoke("http://127.0.0.1:1", "--requests", "3", "--timeout", "5s")
     assert res.exit_code == 1, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, res.stderr
