@@ -12,7 +12,7 @@ pydantic and records where every value came from, so a result file can say it.
     # ttsperf.toml: a table per command (or, for one command, its settings at the top)
     [bench]
     concurrency = [1, 4, 16]
-    slo = "ttfa_p99=300ms,error_rate=1%"
+    slo = "e2e_p99=5s,error_rate=1%"
     [serve]
     max_batch = 64
     cuda_graphs = true

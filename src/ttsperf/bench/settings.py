@@ -104,8 +104,9 @@ class BenchSettings(Layered):
 
     def validate(self) -> None:
         # imported here: every `ttsperf` command builds its options from these fields at start
-        from ttsperf.bench.adapters import check_url
+        from ttsperf.bench.adapters import CHUNKED, check_url, streamed
         from ttsperf.bench.arrivals import parse_arrival
+        from ttsperf.slo import parse
 
         if not self.urls:
             raise UserError("URL: give at least one server URL, e.g. http://127.0.0.1:8080")
@@ -155,6 +156,12 @@ class BenchSettings(Layered):
         self._bounds()
         if not 0.5 <= self.confidence < 1:
             raise UserError(f"--confidence {self.confidence}: expected a level in [0.5, 1), e.g. 0.95")
+        chunked = [x.name for x in parse(self.slo) if x.metric in CHUNKED]
+        if chunked and not streamed(self.adapter, self.stream):
+            raise UserError(
+                f"--slo {chunked[0]}: the {self.adapter} adapter's replies are not streamed, so their first "
+                "audio is the whole response; judge e2e, or stream (--adapter openai --stream)"
+            )
         if self.find_max and not self.slo:
             raise UserError("--find-max needs --slo: the most load that meets which objective?")
         if self.metrics_url:

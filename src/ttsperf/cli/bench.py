@@ -25,8 +25,8 @@ Examples:
       --slo e2e_p90=5s
   ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --format pcm \\
       --rate 2,4 --duration 60s
-  ttsperf bench http://127.0.0.1:8080 --slo ttfa_p99=300ms,error_rate=1% \\
-      -o runs/b1
+  ttsperf bench http://127.0.0.1:8080 --adapter openai --stream \\
+      --slo ttfa_p99=300ms,error_rate=1% -o runs/b1
   ttsperf bench http://127.0.0.1:8080 --find-max --slo e2e_p90=2s \\
       --requests 100
   ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --users 8 \\
