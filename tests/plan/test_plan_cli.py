@@ -268,22 +268,19 @@ def test_users_plan_the_dialogue_scenarios_listeners_as_streams_do():
     assert refused.exit_code == 2 and "--users and --rate: expected one load" in refused.output
 
 
-def test_the_10000_user_table_legend_explains_its_one_sided_ranges():
-    """Issue 35: "41 (-44)" and "112 (109-)" in the concurrency table, and the legend says what they are."""
-    r = run("--scenario", "concurrency", "--gpus", "T4,RTX 4090")
+def test_the_bare_plan_names_each_tier_once_and_explains_its_one_sided_ranges():
+    """Issue 35, on `ttsperf plan` as typed: the price line read "RunPod community RTX 3090
+    community", and the 10,000-user table's "41 (-44)" and "112 (109-)" went unexplained."""
+    r = run()
     assert r.exit_code == 0, r.output
-    rows = [ln for ln in r.stdout.splitlines() if ln.startswith(("T4 ", "RTX 4090 "))]
-    assert any(re.search(r" \d+ \(-\d+\) ", ln) or re.search(r" \d+ \(\d+-\) ", ln) for ln in rows), rows
+    prices = [ln for ln in r.stdout.splitlines() if ln.startswith("  price: ")]
+    assert prices and all(not re.search(r"\b(community|secure)\b.*\b\1\b", ln) for ln in prices), prices
+    assert "  price: RunPod community RTX 3090, read " in prices[0]
+    table = r.stdout.split("concurrency: tens of thousands")[1]
+    assert re.search(r" \d+ \(-\d+\) ", table) and re.search(r" \d+ \(\d+-\) ", table), table
     assert "n (-b), n (a-) = n is one end of its range itself: n to b, a to n" in r.stdout
-    alike = run("--scenario", "realtime", "--gpus", "T4", "--requests", "200")  # one GPU: no range to read
+    alike = run("--scenario", "realtime", "--gpus", "T4", "--requests", "200")  # no one-sided cell to explain
     assert alike.exit_code == 0 and "n (-b)" not in alike.stdout, alike.output
-
-
-def test_the_price_line_names_the_tier_once():
-    r = run("--scenario", "realtime", "--gpus", "RTX 3090", "--requests", "200")
-    assert r.exit_code == 0, r.output
-    price = next(ln for ln in r.stdout.splitlines() if ln.startswith("  price: "))
-    assert price.startswith("  price: RunPod community RTX 3090, read "), price
 
 
 def test_a_plan_no_card_meets_exits_3_after_showing_and_writing_it(tmp_path):
