@@ -72,7 +72,7 @@ def test_slo_without_a_unit_is_still_refused():
         (["bench", U, "--requests", "2000000"], "--requests 2000000: expected at most"),
         (
             ["bench", U, "--timeout", "2min", "--concurrency", "1", "--think-time", "61min"],
-            "--think-time 3660: expected at most 3,600 s",
+            "--think-time 3660s: expected at most 3,600s (an hour)",
         ),  # fmt: skip
         (["bench", U, "--pcm-rate", "0"], "--pcm-rate 0: expected a sample rate"),
         (["plan", "--rate", "1e9"], "--rate 1000000000: expected at most 10,000 requests/s"),

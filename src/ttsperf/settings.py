@@ -65,12 +65,13 @@ class Flag:
 SECONDS = Flag(seconds=True)  # a duration field: Annotated[float, SECONDS]
 
 
-def at_most(flag: str, values: Any, most: float, what: str) -> None:
+def at_most(flag: str, values: Any, most: float, what: str, unit: str = "") -> None:
     """A count, rate or duration past what the command can do: one line naming the flag, its bound
-    and the reason for it (`what`: the unit and why, e.g. "requests in flight (one client's sockets)")."""
+    and the reason for it (`what`: e.g. "requests in flight (one client's sockets)"; a duration's
+    `unit` is "s", written after each number)."""
     for v in values if isinstance(values, list) else [values]:
         if v is not None and not v <= most:
-            raise UserError(f"{flag} {v:.10g}: expected at most {most:,.10g} {what}")
+            raise UserError(f"{flag} {v:.10g}{unit}: expected at most {most:,.10g}{unit} {what}")
 
 
 def flag_of(field: FieldInfo) -> Flag:

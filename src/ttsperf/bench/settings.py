@@ -184,11 +184,11 @@ class BenchSettings(Layered):
                 f"--rate {max(self.rate):g} --duration {self.duration:g}s: {arrivals:,.0f} arrivals; "
                 f"expected at most {MAX_REQUESTS:,} a load point"
             )
-        at_most("--duration", self.duration, DAY, "s (a day a load point)")
+        at_most("--duration", self.duration, DAY, "(a day a load point)", unit="s")
         for flag, t in (("--timeout", self.timeout), ("--think-time", self.think_time),
                         ("--ramp-up", self.ramp_up)):  # fmt: skip
-            at_most(flag, t, HOUR, "s (an hour)")
-        at_most("--telemetry-interval", self.telemetry_interval, 60.0, "s (a sample a minute)")
+            at_most(flag, t, HOUR, "(an hour)", unit="s")
+        at_most("--telemetry-interval", self.telemetry_interval, 60.0, "(a sample a minute)", unit="s")
         if self.telemetry_interval < 0.01:
             raise UserError(f"--telemetry-interval {self.telemetry_interval:g}: expected at least 10ms")
         if not 8_000 <= self.pcm_rate <= 384_000:

@@ -220,8 +220,8 @@ class PlanSettings(Layered):
         at_most("--max-batch", self.max_batch, MAX_BATCH, "sequences")
         at_most("--memory-at", self.memory_at, MAX_BATCH, "sequences")
         at_most("--gpus-per-machine", self.gpus_per_machine, 64, "cards")
-        at_most("--think-time", self.think_time, HOUR, "s (an hour)")
-        at_most("--ramp-up", self.ramp_up, HOUR, "s (an hour)")
+        at_most("--think-time", self.think_time, HOUR, "(an hour)", unit="s")
+        at_most("--ramp-up", self.ramp_up, HOUR, "(an hour)", unit="s")
         for name in ("step_overhead", "vocoder_overhead"):  # 3 would be 3 s: it needs its unit
             if (text := getattr(self, name)) is not None:
                 parse_duration(text, "--" + name.replace("_", "-"))
