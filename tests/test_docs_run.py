@@ -172,6 +172,8 @@ def test_the_example_runs_as_pasted(ex, servers, workspace, tmp_path):
         _serve(cmd, cwd)
         return
     env = _env()
+    if ex.subcommand == "assets make-random":  # it refuses the workspace's ./asset without --force
+        shutil.rmtree(cwd / "asset")
     if ex.subcommand == "profile" and "--config" not in ex.command:
         # chattts's grid takes over 10 minutes on 2 cores: the same flags on the tiny config
         env["TTSPERF_PROFILE_CONFIG"] = "tiny"

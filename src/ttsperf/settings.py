@@ -12,7 +12,7 @@ pydantic and records where every value came from, so a result file can say it.
     # ttsperf.toml: a table per command (or, for one command, its settings at the top)
     [bench]
     concurrency = [1, 4, 16]
-    slo = "ttfa_p99=300ms,error_rate=1%"
+    slo = "e2e_p99=5s,error_rate=1%"
     [serve]
     max_batch = 64
     cuda_graphs = true
@@ -40,6 +40,7 @@ from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from ttsperf.errors import UserError
+from ttsperf.slo import duration
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -58,6 +59,19 @@ class Flag:
     argument: bool = False  # positional, e.g. bench's URLs
     cli_type: type | None = None  # what the command line takes when not the field's type (auto or N)
     secret: bool = False  # its value is never printed, not even in an error (SecretStr fields neither)
+    seconds: bool = False  # a duration: given with a unit (300ms, 2s), as --slo is; held as seconds
+
+
+SECONDS = Flag(seconds=True)  # a duration field: Annotated[float, SECONDS]
+
+
+def at_most(flag: str, values: Any, most: float, what: str, unit: str = "") -> None:
+    """A count, rate or duration past what the command can do: one line naming the flag, its bound
+    and the reason for it (`what`: e.g. "requests in flight (one client's sockets)"; a duration's
+    `unit` is "s", written after each number)."""
+    for v in values if isinstance(values, list) else [values]:
+        if v is not None and not v <= most:
+            raise UserError(f"{flag} {v:.10g}{unit}: expected at most {most:,.10g}{unit} {what}")
 
 
 def flag_of(field: FieldInfo) -> Flag:
@@ -150,6 +164,8 @@ class Layered(BaseSettings):
                 return [value]
             return [v.strip() for v in value.split(",") if v.strip()]
         absent = isinstance(value, str) and value.strip().lower() in ("", "none", "null")
+        if flag_of(field).seconds and isinstance(value, str) and not absent:
+            return duration(value)  # its ValueError says what a duration looks like
         if absent and _optional(field.annotation) and bare_type(field.annotation) in (int, float, bool, Path):
             return None
         return value
@@ -257,9 +273,11 @@ def _read_file(cls: type[Layered], path: Path) -> dict[str, Any]:
         data = data.get(cls.command(), {})
         where = f"{where} [{cls.command()}]"
     data = {str(k).replace("-", "_").lower(): v for k, v in data.items()}
-    for key in data:
+    for key, value in data.items():
         if key not in cls.model_fields:
             raise UserError(
                 f"{where}: unknown setting {key!r}; expected one of {', '.join(cls.model_fields)}"
             )
+        if flag_of(cls.model_fields[key]).seconds and isinstance(value, int | float):
+            raise UserError(f'{where}: {key} = {value!r}: expected a duration with a unit, e.g. "{value}s"')
     return data

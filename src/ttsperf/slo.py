@@ -133,6 +133,19 @@ def _value(kind: str, num: float, unit: str, item: str) -> float:
     return num
 
 
+def duration(text: str) -> float:
+    """A duration flag's text -> seconds: a number and a unit (us, ms, s, min), as --slo writes a
+    time. A bare number raises ValueError, as in --slo: is `3` meant as 3 ms or 3 s?"""
+    v = _VALUE.match(text.strip())
+    try:
+        num, unit = float(v.group(1)), v.group(2).lower()  # type: ignore[union-attr]
+    except (AttributeError, ValueError):
+        unit = ""
+    if unit not in _TIME:
+        raise ValueError("expected a duration with a unit (us, ms, s or min), e.g. 300ms or 2s")
+    return num / 1000.0 if unit == "ms" else num / 1e6 if unit == "us" else num * _TIME[unit]
+
+
 def parse(spec: str | None) -> list[Limit]:
     """`--slo` text -> limits, in the order written. Empty, None or `none` -> no limits."""
     if not spec or spec.strip().lower() == "none":

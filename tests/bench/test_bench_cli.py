@@ -34,6 +34,31 @@ def test_slo_time_without_unit():
     assert "time unit" in line
 
 
+def test_the_help_examples_ttfa_slo_on_the_invoke_adapter_is_refused_naming_it():
+    """Issue 35: the invoke adapter's reply comes whole, so its "TTFA" is the whole response."""
+    line = one_error_line(invoke("http://127.0.0.1:8080", "--slo", "ttfa_p99=300ms,error_rate=1%"))
+    assert line.startswith("error: --slo ttfa_p99: the invoke adapter's replies are not streamed"), line
+    assert "--adapter openai --stream" in line
+    for spec in ("underrun_p99=100ms", "gap_max=50ms"):  # the other metrics of a streamed reply
+        assert "not streamed" in one_error_line(invoke("http://127.0.0.1:8080", "--slo", spec))
+    help_text = runner.invoke(app, ["bench", "--help"]).output
+    assert re.search(
+        r"--adapter openai --stream \\\n +--slo ttfa_p99=300ms,error_rate=1% -o runs/b1", help_text
+    )
+
+
+def test_a_buffered_run_shows_no_ttfa_gap_or_underrun_and_says_so(server_factory):
+    srv = server_factory(slots=1, service_time=0.01)
+    whole = invoke(srv.url, "--requests", "10")
+    assert whole.exit_code == 0, whole.output
+    assert "  streamed    no: whole replies (no TTFA, gaps or underruns)" in whole.stdout
+    assert not re.search(r"^  (ttfa|gap|underrun) ms", whole.stdout, flags=re.M), whole.stdout
+    streamed = invoke(srv.url, "--requests", "10", "--adapter", "openai", "--stream", "--format", "pcm")
+    assert streamed.exit_code == 0, streamed.output
+    assert "streamed    no" not in streamed.stdout
+    assert re.search(r"^  ttfa ms", streamed.stdout, flags=re.M) and "  underrun ms" in streamed.stdout
+
+
 def test_unknown_slo_metric():
     line = one_error_line(invoke("http://127.0.0.1:9", "--slo", "speed_p99=5s"))
     assert "unknown metric 'speed_p99'" in line
@@ -115,7 +140,7 @@ def test_slo_pass_exits_0_and_fail_exits_1_naming_the_constraint(server_factory)
 
 def test_a_point_where_every_request_failed_exits_1_with_one_line():
     """A dead server (nothing listens on port 1) is not a green CI job, SLO or not."""
-    res = invoke("http://127.0.0.1:1", "--requests", "3", "--timeout", "5")
+    res = invoke("http://127.0.0.1:1", "--requests", "3", "--timeout", "5s")
     assert res.exit_code == 1, res.output
     lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, res.stderr

@@ -14,7 +14,9 @@ from ttsperf.errors import UserError
 
 def test_each_layer_overrides_the_one_below(tmp_path, monkeypatch):
     f = tmp_path / "bench.toml"
-    f.write_text('urls = ["http://a:1"]\nconcurrency = [2, 8]\nrequests = 5\ntimeout = 9\n', encoding="utf-8")
+    f.write_text(
+        'urls = ["http://a:1"]\nconcurrency = [2, 8]\nrequests = 5\ntimeout = "9s"\n', encoding="utf-8"
+    )
     for k, v in {"TTSPERF_BENCH_REQUESTS": "7", "TTSPERF_BENCH_STREAM": "true", "OTHER": "x"}.items():
         monkeypatch.setenv(k, v)
     cfg, src = BenchSettings.resolve({"timeout": 3.0}, f)
@@ -114,8 +116,8 @@ def test_cli_without_any_url_is_a_usage_error():
 @pytest.mark.parametrize(
     "kw, match",
     [
-        ({"rate": [2.0], "think_time": 1.0}, "--think-time 1: expected seconds >= 0 with --concurrency"),
-        ({"concurrency": [2], "think_time": -1.0}, "--think-time -1: expected seconds >= 0"),
+        ({"rate": [2.0], "think_time": 1.0}, "--think-time 1s: expected seconds >= 0 with --concurrency"),
+        ({"concurrency": [2], "think_time": -1.0}, "--think-time -1s: expected seconds >= 0"),
     ],
 )
 def test_think_time_belongs_to_a_closed_loop_of_listeners(kw, match):

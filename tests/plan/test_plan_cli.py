@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -105,7 +106,7 @@ def test_memory_at_shows_the_breakdown():
         (["--catalog", "/nonexistent.csv"], "/nonexistent.csv: cannot read"),
         (["--profile", "/nonexistent.json"], "/nonexistent.json: cannot read"),
         (["--memory-at", "0"], "--memory-at: expected a batch >= 1, found 0"),
-        (["--step-overhead", "fast"], "--step-overhead: expected a duration"),
+        (["--step-overhead", "fast"], "--step-overhead 'fast': expected a duration"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message):
@@ -265,3 +266,33 @@ def test_users_plan_the_dialogue_scenarios_listeners_as_streams_do():
     assert users["load"]["value"] == 100 and users["rows"] == streams["rows"]
     refused = run(*args, "--users", "100", "--rate", "5")
     assert refused.exit_code == 2 and "--users and --rate: expected one load" in refused.output
+
+
+def test_the_bare_plan_names_each_tier_once_and_explains_its_one_sided_ranges():
+    """Issue 35, on `ttsperf plan` as typed: the price line read "RunPod community RTX 3090
+    community", and the 10,000-user table's "41 (-44)" and "112 (109-)" went unexplained."""
+    r = run()
+    assert r.exit_code == 0, r.output
+    prices = [ln for ln in r.stdout.splitlines() if ln.startswith("  price: ")]
+    assert prices and all(not re.search(r"\b(community|secure)\b.*\b\1\b", ln) for ln in prices), prices
+    assert "  price: RunPod community RTX 3090, read " in prices[0]
+    table = r.stdout.split("concurrency: tens of thousands")[1]
+    assert re.search(r" \d+ \(-\d+\) ", table) and re.search(r" \d+ \(\d+-\) ", table), table
+    assert "n (-b), n (a-) = n is one end of its range itself: n to b, a to n" in r.stdout
+    alike = run("--scenario", "realtime", "--gpus", "T4", "--requests", "200")  # no one-sided cell to explain
+    assert alike.exit_code == 0 and "n (-b)" not in alike.stdout, alike.output
+
+
+def test_a_plan_no_card_meets_exits_3_after_showing_and_writing_it(tmp_path):
+    args = ["--scenario", "realtime", "--gpus", "T4", "--slo", "ttfa_p99=1ms", "--requests", "100"]
+    r = run(*args, "-o", str(tmp_path / "plans") + "/")
+    assert r.exit_code == 3, r.output
+    said = r.stderr.strip().splitlines()[-1]
+    assert said == "plan: no card meets the SLO of realtime (ttfa_p99=1ms): exit 3"
+    assert "T4: misses the SLO even at the least load" in r.stdout  # the plan is shown all the same
+    assert (tmp_path / "plans" / "plan.json").is_file()
+    assert run(*args, "--json").exit_code == 3
+    met = run("--scenario", "realtime", "--gpus", "T4", "--slo", "ttfa_p99=1s", "--requests", "100")
+    assert met.exit_code == 0 and "no card meets" not in met.stderr, met.output
+    helped = run("--help").output
+    assert "3 when no card meets one" in helped

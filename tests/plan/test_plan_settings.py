@@ -63,7 +63,7 @@ def test_json_rows_carry_settings_binding_and_range_and_the_recommendation_names
     assert rec["max_streams"] == best["max_streams"] and rec["usd_per_hour"] == best["usd_per_hour"]
     # listeners: bench's users (think 0 s), started over one cycle: at least their 8 s of audio
     cycle = max(8, math.ceil(best["p50_s"]))
-    load = f"--users {best['max_streams']} --ramp-up {cycle} --requests 400"
+    load = f"--users {best['max_streams']} --ramp-up {cycle}s --requests 400"
     # on the plan's own requests: bench's zh-8s texts
     check = f"ttsperf bench URL --adapter openai --stream --text-set zh-8s {load} --slo {sc['slo']['spec']}"
     assert f"`{check}`" in text

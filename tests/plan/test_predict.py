@@ -191,9 +191,9 @@ def test_a_card_without_a_profile_is_predicted_in_the_servers_mode_from_the_host
         ({"gpus": "RTX 4090", "users": 0}, "--users: expected a positive number of users"),
         (
             {"gpus": "RTX 4090", "rate": 2.0, "ramp_up": 4.0},
-            "--ramp-up 4: expected seconds >= 0 with --streams",
+            "--ramp-up 4s: expected seconds >= 0 with --streams",
         ),
-        ({"gpus": "RTX 4090", "users": 4, "ramp_up": -1.0}, "--ramp-up -1: expected seconds >= 0"),
+        ({"gpus": "RTX 4090", "users": 4, "ramp_up": -1.0}, "--ramp-up -1s: expected seconds >= 0"),
         ({"gpus": "RTX 4090", "like": "run.json", "text_set": "zh"}, "--predict --like: --text-set not used"),
         ({"gpus": "RTX 4090", "streams": 2, "text_set": "zh", "audio_seconds": 3.0}, "--text-set zh and"),
         ({"gpus": "RTX 4090", "streams": 2, "text_set": "klingon"}, "--text-set: unknown set 'klingon'"),

@@ -81,9 +81,9 @@ def test_a_ramped_run_is_predicted_ramped_and_its_flags_read_back(mock_url, tmp_
     assert run.points[0].strategy.label == "concurrent@3,think0s,ramp0.3s"
     p = predict(gpus="RTX 4090", like=str(path))
     assert p.load == {"kind": "closed loop", "value": 3.0, "think_s": 0.0, "ramp_s": 0.3}
-    assert bench_flags(p.as_load()) == "--users 3 --ramp-up 0.3"
+    assert bench_flags(p.as_load()) == "--users 3 --ramp-up 0.3s"
     flags = bench_flags(p.as_load()).split()
-    again = BenchSettings(urls=[mock_url], users=[int(flags[1])], ramp_up=float(flags[3]))
+    again, _ = BenchSettings.resolve({"urls": [mock_url], "users": flags[1], "ramp_up": flags[3]})  # as typed
     assert [s.label for s in again.strategies()] == [run.points[0].strategy.label]
 
 
@@ -93,9 +93,9 @@ def test_a_ramped_run_is_predicted_ramped_and_its_flags_read_back(mock_url, tmp_
         (("rate", 3.5), "--rate 3.5"),
         (("constant", 2.0), "--rate 2 --arrival constant"),
         (("streams", 4.0), "--concurrency 4"),
-        (("streams", 4.0, None, 2.0), "--concurrency 4 --ramp-up 2"),
+        (("streams", 4.0, None, 2.0), "--concurrency 4 --ramp-up 2s"),
         (("streams", 7.0, 0.0), "--users 7"),
-        (("streams", 7.0, 1.5, 8.0), "--users 7 --think-time 1.5 --ramp-up 8"),
+        (("streams", 7.0, 1.5, 8.0), "--users 7 --think-time 1.5s --ramp-up 8s"),
     ],
 )
 def test_bench_flags_name_each_load_as_bench_takes_it(load, flags):

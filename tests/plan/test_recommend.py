@@ -123,13 +123,14 @@ def test_the_check_runs_the_plans_streams_as_bench_runs_them():
     slo = " --slo ttfa_p99=300ms,underrun_p99=100ms"
     listeners = bench_command(REALTIME, Load("streams", 100), best, 8.0)
     assert (
-        listeners == "ttsperf bench URL --adapter openai --stream --users 20 --ramp-up 8 --requests 400" + slo
+        listeners
+        == "ttsperf bench URL --adapter openai --stream --users 20 --ramp-up 8s --requests 400" + slo
     )
     thinking = bench_command(replace(REALTIME, think_s=2.0), Load("streams", 100), best, 8.0)
-    assert "--users 20 --think-time 2 --ramp-up 10 --requests 400" in thinking
+    assert "--users 20 --think-time 2s --ramp-up 10s --requests 400" in thinking
     back_to_back = bench_command(replace(REALTIME, think_s=None), Load("streams", 100), best, 8.0)
-    assert "--stream --concurrency 20 --ramp-up 4 --requests 400" in back_to_back
+    assert "--stream --concurrency 20 --ramp-up 4s --requests 400" in back_to_back
     slow = bench_command(
         replace(REALTIME, think_s=None), Load("streams", 100), best.model_copy(update={"p50_s": 9.2}), 8.0
     )
-    assert "--ramp-up 10 " in slow  # whole seconds, rounded up
+    assert "--ramp-up 10s " in slow  # whole seconds, rounded up

@@ -52,6 +52,7 @@ def test_missing_path(tmp_path):
 def test_empty_directory_and_a_folder_without_results(tmp_path):
     (tmp_path / "empty").mkdir()
     assert "holds no result files" in _error([tmp_path / "empty"])
+    assert _error([tmp_path / "empty"]).startswith(f"no runs in {tmp_path / 'empty'}: ")
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "package.json").write_text('{"name": "x"}')
     assert "holds no result files" in _error([tmp_path / "other"])

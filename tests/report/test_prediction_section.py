@@ -49,10 +49,10 @@ def test_a_prediction_without_a_bench_point_of_its_load_says_how_to_measure_it(r
     # listeners: bench's users, who think as predicted (not --concurrency, which sends back to back)
     users = predict(gpus="RTX 4090", users=7, think_time=1.5, max_batch=4, requests=20)
     said = prediction_section(results, users, [(run, BenchRun.read(run))]).blocks[1]
-    assert "`ttsperf bench URL --users 7 --think-time 1.5`" in said
+    assert "`ttsperf bench URL --users 7 --think-time 1.5s`" in said
     ramped = predict(gpus="RTX 4090", users=7, ramp_up=3.0, max_batch=4, requests=20)
     said = prediction_section(results, ramped, [(run, BenchRun.read(run))]).blocks[1]
-    assert "`ttsperf bench URL --users 7 --ramp-up 3`" in said  # started as predicted
+    assert "`ttsperf bench URL --users 7 --ramp-up 3s`" in said  # started as predicted
 
 
 def test_a_prediction_of_other_work_is_not_compared_and_says_why(results):

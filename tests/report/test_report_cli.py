@@ -92,6 +92,16 @@ def test_bad_input_is_one_line_and_exit_2(results, tmp_path):
     assert not (tmp_path / "r.html").exists()
 
 
+def test_report_of_an_empty_directory_says_no_runs_in_it(tmp_path, monkeypatch):
+    """Issue 35: `ttsperf report emptydir/` as typed, from the folder that holds it."""
+    (tmp_path / "emptydir").mkdir()
+    monkeypatch.chdir(tmp_path)
+    r = CliRunner().invoke(app, ["report", "emptydir/"])
+    assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1, r.output
+    assert r.stderr.startswith("error: no runs in emptydir: the directory holds no result files"), r.stderr
+    assert not (tmp_path / "report.html").exists()
+
+
 def test_report_imports_no_model_engine_server_or_torch():
     code = (
         "import sys, ttsperf.report, ttsperf.cli.report; "

@@ -159,6 +159,13 @@ def make_adapter(name: str, opts: AdapterOptions) -> Adapter:
 
 
 STREAMING = ("openai",)  # the adapters whose request can ask for a streamed response (--stream)
+CHUNKED = ("ttfa", "gap", "underrun")  # the metrics of a reply that arrives in chunks of audio
+
+
+def streamed(adapter: str, stream: bool) -> bool:
+    """Whether replies can arrive in chunks of audio: --stream, or a template whose body may ask
+    the server to stream. The others' replies come whole: their first audio is the whole response."""
+    return stream or adapter == "template"
 
 
 def check_url(url: str) -> str:

@@ -11,6 +11,7 @@ import textwrap
 
 from rich.console import Console
 
+from ttsperf.bench.adapters import streamed
 from ttsperf.bench.metrics import PERCENTILES
 from ttsperf.bench.results import BenchRun, Dist, PointResult
 from ttsperf.bench.slo import fmt_value
@@ -27,6 +28,7 @@ DISTS = (
     ("gap ms", "gap_s", 1000.0, False),
     ("underrun ms", "underrun_s", 1000.0, False),
 )
+_CHUNKED = ("ttfa_s", "gap_s", "underrun_s")  # a streamed reply's only
 
 
 def num(v: float | None, scale: float = 1000.0) -> str:
@@ -63,7 +65,9 @@ def _verdict_word(status: str) -> str:
     return {"pass": "pass", "fail": "FAIL", "inconclusive": "inconclusive"}[status]
 
 
-def point_lines(p: PointResult) -> list[str]:
+def point_lines(p: PointResult, in_chunks: bool = True) -> list[str]:
+    """A load point's block; a buffered run (replies not streamed) shows no TTFA, gap or underrun,
+    which would only time the whole response again."""
     head = f"{p.label}: {p.successes}/{p.requests} ok, window {p.window_s:.1f} s"
     if p.added_requests:
         head += f", {p.added_requests} added to decide the SLO"
@@ -84,8 +88,12 @@ def point_lines(p: PointResult) -> list[str]:
     out.append(_line("errors", f"{errs} ({100 * p.error_rate:.1f}%)"))
     for label, field, scale, open_loop in DISTS:
         d: Dist = getattr(p, field)
+        if field in _CHUNKED and not in_chunks:
+            continue
         if d.n and (p.strategy.kind == "rate" or not open_loop):
             out += dist_lines(label, d, scale)
+    if not in_chunks:
+        out.append(_line("streamed", "no: whole replies (no TTFA, gaps or underruns)"))
     gpu = []
     for k, v in p.telemetry.items():
         if k == "gpu_util_mean":
@@ -133,12 +141,13 @@ def render(run: BenchRun, console: Console | None = None) -> None:
             f"{w['expected_audio_s']['max']} s",
             indent="  ",
         )
+    is_streamed = streamed(run.adapter, bool(run.config.get("stream")))
     level = run.config.get("confidence", 0.95)
     say(f"pXX value [low, high]: each percentile with its {level:.0%} interval (order statistics,")
     say("any distribution); - = too few requests for that end; req/s = successes/window.")
     for p in run.points:
         say("")
-        for i, line in enumerate(point_lines(p)):
+        for i, line in enumerate(point_lines(p, is_streamed)):
             say(line, "bold" if i == 0 else None)
     for note in run.telemetry_notes:
         say(f"note: {note}", "yellow", indent="  ")

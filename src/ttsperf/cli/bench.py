@@ -24,13 +24,13 @@ Examples:
   ttsperf bench http://127.0.0.1:8080 --concurrency 1,4,16 --requests 200 \\
       --slo e2e_p90=5s
   ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --format pcm \\
-      --rate 2,4 --duration 60
-  ttsperf bench http://127.0.0.1:8080 --slo ttfa_p99=300ms,error_rate=1% \\
-      -o runs/b1
+      --rate 2,4 --duration 60s
+  ttsperf bench http://127.0.0.1:8080 --adapter openai --stream \\
+      --slo ttfa_p99=300ms,error_rate=1% -o runs/b1
   ttsperf bench http://127.0.0.1:8080 --find-max --slo e2e_p90=2s \\
       --requests 100
   ttsperf bench http://127.0.0.1:8080 --adapter openai --stream --users 8 \\
-      --ramp-up 2 --requests 40   # 8 listeners, started over 2 s
+      --ramp-up 2s --requests 40   # 8 listeners, started over 2 s
   ttsperf bench --settings ttsperf.toml   # the README's file: [bench] urls
 
 \b

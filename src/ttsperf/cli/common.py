@@ -36,6 +36,25 @@ def write_json(path: Path, obj: Any) -> None:
     path.write_text(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
+def out_path(path: Path, flag: str = "-o") -> Path:
+    """An output file's folder made now, before any work: a path through a file, or one that
+    cannot be made, is one line naming the flag."""
+    for parent in (path.parent, *path.parent.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise UserError(f"{flag} {path}: {parent} is a file, not a folder")
+            break
+    if path.is_dir():
+        raise UserError(f"{flag} {path}: is a folder; expected a file name, e.g. {path / 'out'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(
+            f"{flag} {path}: cannot make its folder {path.parent} ({exc.strerror or exc})"
+        ) from None
+    return path
+
+
 def print_json(obj: Any) -> None:
     """Machine-readable output on stdout, nothing else on that stream."""
     sys.stdout.write(json.dumps(obj, indent=2, ensure_ascii=False, default=str) + "\n")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from ttsperf.cli.common import print_json, user_errors
+from ttsperf.cli.common import out_path, print_json, user_errors
 from ttsperf.cli.synth import ASSETS, SYNTHETIC, model_config
 
 export_app = typer.Typer(
@@ -55,6 +55,7 @@ def onnx(
     from ttsperf.export.onnx import export_step, require_onnx
     from ttsperf.export.shapes import PRECISION_FLAGS, load_requests
 
+    out_path(out)  # before any work: a path through a file is one line, not a FileExistsError
     cfg = model_config(assets, synthetic, config)  # an asset dir's own config unless --config says
     require_onnx()  # before any work: a missing extra is one line, not a traceback minutes later
     if dtype not in PRECISION_FLAGS:

@@ -29,6 +29,8 @@ _SETTINGS_FILE = "settings_file"
 def _cli_type(field: FieldInfo, flag: Flag) -> Any:
     if flag.cli_type is not None:
         return flag.cli_type
+    if flag.seconds:
+        return str  # 300ms, 2s
     kind = bare_type(field.annotation)
     if getattr(kind, "__origin__", None) is list:
         return list[str] if (flag.repeat or flag.argument) else str  # comma-separated: the model splits it
@@ -37,6 +39,8 @@ def _cli_type(field: FieldInfo, flag: Flag) -> Any:
 
 def _cli_default(field: FieldInfo) -> Any:
     value = field.get_default(call_default_factory=True)
+    if flag_of(field).seconds and value is not None:
+        return f"{value:g}s"
     if isinstance(value, list):
         return ",".join(map(str, value)) or None
     return value

@@ -27,6 +27,8 @@ from ttsperf.plan.search import RESOLUTION
 from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import Load
 
+NO_CARD = 3  # the exit code of a plan where no card meets a scenario's SLO (0: every scenario has one)
+
 HELP = """Choose the GPU, the count and the cost for serving ChatTTS, per scenario.
 
 For every card: how many sequences fit (memory model), the decode step time (roofline with a
@@ -34,7 +36,8 @@ fixed per-step overhead), latency and time to first audio under load (simulation
 continuous-batching scheduler), the most load per GPU meeting the SLO, GPUs needed (= replicas
 of `serve --ray`, one GPU each) and the machines holding them, $/hour and $/audio-hour. Without
 --profile every number is projected from documented defaults (see docs/PLANNING.md); with one,
-the profiled card is fitted to its measurements.
+the profiled card is fitted to its measurements. Exit 0 when a card meets every scenario's
+SLO, 3 when no card meets one (the plan is printed and written all the same), 2 bad input.
 
 \b
 Examples:
@@ -112,12 +115,17 @@ def _legend(plan: Plan, wide: bool) -> str:
     """What the tables show, and only that: a mark no row carries is not explained."""
     rows = [r for sc in plan.scenarios for r in sc.rows if r.device == "gpu"]
     marks = {_price_mark(r) for r in rows if r.usd_per_gpu_hour is not None}
+    cells = [_gpus_cell(sc, r) for sc in plan.scenarios for r in sc.rows if r.device == "gpu"]
     parts = [
         "setting = engine mode, c = steps before the first audio chunk (the flags: --json, "
         "'settings.serve_flags')",
         (
             any(r.max_streams_range or r.max_rate_range for r in rows),
             "(a-b) = at the high and low ends of the mode's fixed costs (host profile, kernel costs)",
+        ),
+        (
+            any(" (-" in c or c.endswith("-)") for c in cells),
+            "n (-b), n (a-) = n is one end of its range itself: n to b, a to n",
         ),
         (any(r.binding for r in rows), "binds = what stops more load per GPU"),
         (any(_fitted(r) for r in rows), "(fit) = step time fitted to a profile of that card"),
@@ -499,6 +507,11 @@ def register(app: typer.Typer) -> None:
         else:
             # rich wraps at 80 columns when stdout is not a terminal; the table needs ~140
             render(plan, console(), settings.memory_at, wide, resolve(settings.lang))
+        missed = [sc for sc in plan.scenarios if not any(r.meets_slo for r in sc.rows if r.device == "gpu")]
+        if missed:  # written and shown all the same; a script learns it from the exit code
+            said = ", ".join(f"{sc.scenario} ({sc.slo.spec})" for sc in missed)
+            typer.echo(f"plan: no card meets the SLO of {said}: exit {NO_CARD}", err=True)
+            raise typer.Exit(NO_CARD)
 
 
 def _list_prices(settings: PlanSettings, as_json: bool) -> None:

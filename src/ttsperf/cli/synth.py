@@ -33,6 +33,23 @@ def load_pipeline(
     return Pipeline.from_spec(ModelSpec(assets, synthetic, config, device, dtype, seed))
 
 
+def _check_sampling(temperature: float, top_p: float, top_k: int, max_new_tokens: int) -> None:
+    """Each sampling flag in its range, named, before a model is loaded (issue 35)."""
+    from ttsperf.errors import UserError
+    from ttsperf.settings import at_most
+
+    if not 1 <= max_new_tokens:
+        raise UserError(f"--max-new-tokens {max_new_tokens}: expected at least 1 step")
+    # 32,768 steps is 11.7 minutes of audio, 8x ChatTTS's 4,096 positions
+    at_most("--max-new-tokens", max_new_tokens, 32_768, "steps")
+    if top_k < 1:
+        raise UserError(f"--top-k {top_k}: expected at least 1 (1 = greedy)")
+    if not 0 < top_p <= 1:
+        raise UserError(f"--top-p {top_p:g}: expected a probability in (0, 1], e.g. 0.7")
+    if not 0 <= temperature <= 100:
+        raise UserError(f"--temperature {temperature:g}: expected 0 (greedy) to 100, e.g. 0.3")
+
+
 @user_errors
 def synth(
     text: str = typer.Argument(..., help="The text to speak."),
@@ -70,6 +87,7 @@ def synth(
         raise UserError("TEXT is empty: expected something to say")
     if decoder not in ("decoder", "dvae"):
         raise UserError(f"--mel {decoder!r}: expected decoder or dvae")
+    _check_sampling(temperature, top_p, top_k, max_new_tokens)
     pipe = load_pipeline(assets, synthetic, config, device, dtype, seed)
     params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     with Progress(transient=True, disable=as_json) as progress:

@@ -245,8 +245,8 @@ def _with_think(scenario: Scenario, think_s: float | None) -> Scenario:
     if think_s is None or scenario.think_s is None:
         return scenario
     if not think_s >= 0:
-        raise UserError(f"--think-time {think_s:g}: expected seconds >= 0")
-    return replace(scenario, think_s=think_s, think_how=f"user --think-time {think_s:g}")
+        raise UserError(f"--think-time {think_s:g}s: expected seconds >= 0")
+    return replace(scenario, think_s=think_s, think_how=f"user --think-time {think_s:g}s")
 
 
 def _with_slo(scenario: Scenario, slo: dict[str, float] | None) -> Scenario:

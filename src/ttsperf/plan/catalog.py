@@ -83,7 +83,8 @@ class Price:
 
     def brief(self) -> str:
         """Who, which offer, when: the plan's sentence names it (the label has the figures and sources)."""
-        where = " ".join(x for x in (self.provider, self.sku, self.tier) if x)
+        tier = "" if self.tier.lower() in self.sku.lower().split() else self.tier  # "community RTX 3090"
+        where = " ".join(x for x in (self.provider, self.sku, tier) if x)
         when = f", read {self.read_on}" if self.read_on else ""
         return f"{where or 'user'}{when}"
 

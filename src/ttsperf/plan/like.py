@@ -148,5 +148,5 @@ def bench_flags(load: Load) -> str:
     if load.think_s is None:
         flags = f"--concurrency {n}"
     else:
-        flags = f"--users {n}" + (f" --think-time {load.think_s:g}" if load.think_s else "")
-    return flags + (f" --ramp-up {load.ramp_s:g}" if load.ramp_s else "")
+        flags = f"--users {n}" + (f" --think-time {load.think_s:g}s" if load.think_s else "")
+    return flags + (f" --ramp-up {load.ramp_s:g}s" if load.ramp_s else "")

@@ -5,12 +5,11 @@ Each default here is an assumption or a quote, with its source in the text.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from ttsperf.errors import UserError
 from ttsperf.plan.simulate import Load, SimResult
-from ttsperf.slo import upper_limits
+from ttsperf.slo import duration, upper_limits
 
 # The SLO metrics plan projects: ttsperf.slo's canonical names (as bench reads them), which are
 # also SimResult's fields.
@@ -78,19 +77,15 @@ SCENARIOS = {
 }
 
 
-def parse_duration(text: str, where: str) -> float:
-    t = text.strip().lower()
-    scale = 1.0
-    for suffix, s in (("ms", 1e-3), ("s", 1.0)):
-        if t.endswith(suffix):
-            t, scale = t[: -len(suffix)], s
-            break
+def parse_duration(text: str, where: str, most: float = 1.0) -> float:
+    """--step-overhead / --vocoder-overhead: a positive duration with a unit, at most `most`
+    seconds (a fixed cost of a decode step or a vocoder call is milliseconds, never seconds)."""
     try:
-        value = float(t) * scale
-    except ValueError:
-        raise UserError(f"{where}: expected a duration like 300ms or 1.5s, found {text!r}") from None
-    if not value > 0 or math.isinf(value):
-        raise UserError(f"{where}: expected a positive duration, found {text!r}")
+        value = duration(text)
+    except ValueError as exc:
+        raise UserError(f"{where} {text!r}: {exc}") from None
+    if not 0 < value <= most:
+        raise UserError(f"{where} {text!r}: expected a positive duration of at most {most:g}s, e.g. 3ms")
     return value
 
 

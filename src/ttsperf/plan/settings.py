@@ -13,8 +13,9 @@ from ttsperf.errors import UserError
 from ttsperf.i18n import resolve
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE
 from ttsperf.plan.money import currency_code
+from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.simulate import ENGINES
-from ttsperf.settings import Flag, Layered
+from ttsperf.settings import SECONDS, Flag, Layered, at_most
 from ttsperf.textsets import TEXT_SETS, lengths
 
 # The workload plan simulates by default: the guide's stated one ("单句 8 s", 100 Chinese
@@ -23,6 +24,14 @@ from ttsperf.textsets import TEXT_SETS, lengths
 DEFAULT_TEXT_SET = "zh-8s"
 # --audio-seconds without --prompt-tokens: assumption, a sentence plus ChatTTS's control tokens
 DEFAULT_PROMPT_TOKENS = 64
+# Bounds on the load and workload (issue 35: `--predict --streams 100000000` printed nothing for
+# 120 s). --predict simulates every stream on one card: a million streams take 3 s and 0.4 GB, a
+# hundred million would take minutes and tens of GB; a million listeners is 100x the guide's
+# 10,000-user scenario. 10,000 requests/s of 8 s utterances is thousands of cards, and --predict at
+# 100,000 req/s took 15 s and 1 GB. 100,000 simulated requests a point take 13 s a card (p99.9 needs
+# ~3,700). A request's audio: serve stops at --max-new-tokens (2048 steps, 43.7 s by default).
+MAX_STREAMS, MAX_RATE, MAX_REQUESTS = 1_000_000, 10_000, 100_000
+MAX_AUDIO_S, MAX_STEPS, MAX_BATCH, HOUR = 600.0, 32_768, 65_536, 3600.0
 
 
 def requests_flag(text_set: str | None) -> str:
@@ -44,22 +53,22 @@ class PlanSettings(Layered):
     users: int | None = Field(
         None,
         description="Target load as people count it: N users, each a listener who plays its reply, "
-        "thinks --think-time seconds (default 0) and asks again (--streams N of listeners).",
+        "thinks --think-time (default 0s) and asks again (--streams N of listeners).",
     )
     like: str | None = Field(
         None,
         description="--predict: a bench run (run.json or the folder bench -o wrote): its load, "
         "requests, audio and prompt per request, streaming.",
     )
-    think_time: float | None = Field(
+    think_time: Annotated[float | None, SECONDS] = Field(
         None,
-        description="A dialogue stream is a listener: seconds it thinks after a reply has played, "
-        "before its next request (default 0).",
+        description="A dialogue stream is a listener: how long it thinks after a reply has played, "
+        "before its next request, e.g. 2s (default 0s).",
     )
-    ramp_up: float | None = Field(
+    ramp_up: Annotated[float | None, SECONDS] = Field(
         None,
-        description="--predict: the streams start one after another over this many seconds, as "
-        "`bench --ramp-up S` starts them (default: all at once, as bench does without it).",
+        description="--predict: the streams start one after another over this long (e.g. 8s), "
+        "as `bench --ramp-up 8s` starts them (default: all at once, as bench does without it).",
     )
     slo: str | None = Field(None, description="e.g. 'ttfa_p99=300ms,underrun_p99=100ms', 'p99=10s', 'none'.")
     gpus: str | None = Field(
@@ -179,6 +188,7 @@ class PlanSettings(Layered):
             raise UserError(
                 f"--text-set: unknown set {self.text_set!r}; expected one of {', '.join(TEXT_SETS)}"
             )
+        self._bounds()
         chunk = self.first_chunk_steps
         if (self.prompt_tokens or 1) < 1 or (chunk is not None and chunk < 1) or self.requests < 10:
             raise UserError(
@@ -197,6 +207,24 @@ class PlanSettings(Layered):
         if self.lang is not None:
             resolve(self.lang)  # an unknown language is named here, before minutes of planning
         return self
+
+    def _bounds(self) -> None:
+        """The upper bounds, each named by its flag (the lower ones are check()'s)."""
+        flag = "--users" if self.users is not None else "--streams"
+        at_most(flag, self.streams, MAX_STREAMS, f"{flag[2:]} (a simulation holds each one)")
+        at_most("--rate", self.rate, MAX_RATE, "requests/s (thousands of cards)")
+        at_most("--requests", self.requests, MAX_REQUESTS, "simulated requests (p99.9 needs ~3,700)")
+        at_most("--audio-seconds", self.audio_seconds, MAX_AUDIO_S, "s of audio a request")
+        at_most("--prompt-tokens", self.prompt_tokens, MAX_STEPS, "tokens")
+        at_most("--first-chunk-steps", self.first_chunk_steps, MAX_STEPS, "steps")
+        at_most("--max-batch", self.max_batch, MAX_BATCH, "sequences")
+        at_most("--memory-at", self.memory_at, MAX_BATCH, "sequences")
+        at_most("--gpus-per-machine", self.gpus_per_machine, 64, "cards")
+        at_most("--think-time", self.think_time, HOUR, "(an hour)", unit="s")
+        at_most("--ramp-up", self.ramp_up, HOUR, "(an hour)", unit="s")
+        for name in ("step_overhead", "vocoder_overhead"):  # 3 would be 3 s: it needs its unit
+            if (text := getattr(self, name)) is not None:
+                parse_duration(text, "--" + name.replace("_", "-"))
 
     def _users_as_streams(self) -> None:
         """--users N is --streams N of listeners (think_s says 0 s for them)."""
@@ -247,7 +275,7 @@ class PlanSettings(Layered):
             )
         if self.ramp_up is not None and (self.rate is not None or self.like or not self.ramp_up >= 0):
             raise UserError(
-                f"--ramp-up {self.ramp_up:g}: expected seconds >= 0 with --streams or --users (a closed "
+                f"--ramp-up {self.ramp_up:g}s: expected seconds >= 0 with --streams or --users (a closed "
                 "loop's streams; --like takes the run's own ramp-up)"
             )
         return self.check()

@@ -8,7 +8,12 @@ from pydantic_settings import SettingsConfigDict
 
 from ttsperf.errors import UserError
 from ttsperf.model.settings import ModelSettings
+from ttsperf.settings import at_most
 
+# Upper bounds (issue 35): past them a grid point allocates more than any card holds, or the grid
+# takes days. 65,536 sequences a batch; a 32,768-token KV (8x ChatTTS's 4,096 positions); 10,000
+# repeats a point; a 64 TiB budget.
+MAX_BATCH, MAX_TOKENS, MAX_REPEATS, MAX_BUDGET_GIB = 65_536, 32_768, 10_000, 65_536.0
 QUICK = {"batches": [1, 4], "contexts": [64, 512], "prompts": [16, 64], "repeats": 3}  # --quick
 
 
@@ -57,6 +62,12 @@ class ProfileSettings(ModelSettings):
                 )
         if s.repeats < 1:
             raise UserError(f"--repeats {s.repeats}: expected at least 1")
+        at_most("--batches", s.batches, MAX_BATCH, "sequences a batch")
+        at_most("--contexts", s.contexts, MAX_TOKENS, "KV tokens")
+        at_most("--prompts", s.prompts, MAX_TOKENS, "prompt tokens")
+        at_most("--repeats", s.repeats, MAX_REPEATS, "repeats a point")
+        at_most("--max-batch-cap", s.max_batch_cap, MAX_BATCH, "sequences a batch")
+        at_most("--memory-budget", s.memory_budget, MAX_BUDGET_GIB, "GiB")
         if s.memory_budget is not None and not s.memory_budget > 0:
             raise UserError(f"--memory-budget {s.memory_budget:g}: expected a positive number of GiB, e.g. 8")
         if s.max_batch_cap is not None and s.max_batch_cap < 1:

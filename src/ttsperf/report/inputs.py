@@ -150,7 +150,9 @@ def read_inputs(paths: list[str | Path]) -> Inputs:
                 classified.append((cand, *kv, raw))
                 found += 1
             if not found:
-                raise UserError(f"{path}: directory holds no result files (looked for {KNOWN})")
+                raise UserError(
+                    f"no runs in {given}: the directory holds no result files (looked for {KNOWN})"
+                )
             continue
         raw, why = _read_json(path)
         if why:
