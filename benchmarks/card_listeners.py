@@ -9,12 +9,13 @@
    --max-batch 256 --max-queue 256 --first-chunk-steps 24` (plan's serve command for one H200),
    timed from start to /readyz (ready means warm: every graph is built before);
 2. plan's check command against it, fresh: `ttsperf bench URL --adapter openai --stream
-   --text-set zh-8s --users 485 --ramp-up 8 --requests 400 --slo ttfa_p99=300ms,underrun_p99=100ms
+   --text-set zh-8s --users 485 --ramp-up 8s --requests 400 --slo ttfa_p99=300ms,underrun_p99=100ms
    --server-pid PID` (PID: the front; bench samples its child, the engine, apart);
 3. the same at each warm load (150, 300, 600, 1000 listeners), `--requests` each.
 Each run's bench folder, its console and the server's /metrics after it go under --out; the
 table (listeners, ok, 503s, audio s/s, TTFA p50/p99, underrun p99, GPU busy, front and engine CPU,
-SLO verdict) is printed and written to --out/table.md.
+requests per prefill call and wall ms per engine turn from the server's /metrics, the SLO verdict)
+is printed and written to --out/table.md.
 """
 
 from __future__ import annotations
@@ -59,15 +60,38 @@ def start_server(a: argparse.Namespace, out: Path) -> tuple[subprocess.Popen, st
     return proc, url, time.monotonic() - started
 
 
+def counters(url: str) -> dict[str, float]:
+    """The server's cumulative counts: prefill calls, decode steps, audio calls, requests answered."""
+    with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
+        text = r.read().decode()
+    wanted = {
+        "ttsperf_prefill_seconds_count": "prefills",
+        "ttsperf_step_seconds_count": "steps",
+        "ttsperf_audio_call_seconds_count": "audio_calls",
+    }
+    out = {"requests": 0.0}
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if name in wanted:
+            out[wanted[name]] = float(value)
+        elif name.startswith("ttsperf_engine_requests_total{"):
+            out["requests"] += float(value)
+    return out
+
+
 def bench(url: str, pid: int, users: int, a: argparse.Namespace, out: Path) -> dict:
+    before = counters(url)
     args = [url, "--adapter", "openai", "--stream", "--text-set", "zh-8s", "--users", str(users)]
-    args += ["--ramp-up", "8", "--requests", str(a.requests), "--slo", SLO, "--server-pid", str(pid)]
-    args += ["-o", str(out)]
+    args += ["--ramp-up", "8s", "--requests", str(a.requests), "--slo", SLO, "--server-pid", str(pid)]
+    args += ["--max-requests", str(a.max_requests), "-o", str(out)]
     with (out.parent / f"{out.name}.txt").open("w") as console:
         subprocess.run(ttsperf("bench", *args), stdout=console, stderr=subprocess.STDOUT, check=False)
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
         (out / "metrics.txt").write_bytes(r.read())
-    return json.loads((out / "run.json").read_text())
+    run = json.loads((out / "run.json").read_text())
+    after = counters(url)
+    run["server_counts"] = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    return run
 
 
 def row(label: str, run: dict) -> str:
@@ -82,11 +106,17 @@ def row(label: str, run: dict) -> str:
 
     gpu = t.get("gpu_util_mean")
     verdict = (p.get("slo") or {}).get("status", "-")
+    c = run["server_counts"]
+    per_prefill = c["requests"] / c["prefills"] if c.get("prefills") else 0.0
+    sent = [r for r in run.get("records", []) if r.get("t_send") is not None and r.get("t_end") is not None]
+    wall = max(r["t_end"] for r in sent) - min(r["t_send"] for r in sent) if sent else 0.0
+    turn_ms = 1000 * wall / c["steps"] if c.get("steps") else 0.0  # the whole run, warm-up too
     return (
         f"| {label} | {ok}/{p['requests']} | {refused} | "
         f"{p.get('audio_seconds_per_s', 0):.0f} | {ms('ttfa_s', 'p50')} / {ms('ttfa_s', 'p99')} | "
         f"{ms('underrun_s', 'p99')} | {'-' if gpu is None else f'{100 * gpu:.0f}%'} | "
-        f"{t.get('proc_cpu_pct_mean', 0):.0f}% | {t.get('children_cpu_pct_mean', 0):.0f}% | {verdict} |"
+        f"{t.get('proc_cpu_pct_mean', 0):.0f}% | {t.get('children_cpu_pct_mean', 0):.0f}% | "
+        f"{per_prefill:.1f} | {turn_ms:.1f} | {verdict} |"
     )
 
 
@@ -103,6 +133,7 @@ def main() -> None:
     p.add_argument("--check-users", type=int, default=485, help="plan's check command's --users")
     p.add_argument("--loads", default="150,300,600,1000", help="warm loads, listeners")
     p.add_argument("--requests", type=int, default=400)
+    p.add_argument("--max-requests", type=int, default=800, help="bench's cap when the SLO is undecided")
     p.add_argument("--ready-timeout", type=float, default=300.0)
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -126,8 +157,8 @@ def main() -> None:
         f"ready (warm) after {ready_s:.1f} s; SLO {SLO}",
         "",
         "| run (listeners) | ok | 503 | audio s/s | TTFA p50 / p99 ms | underrun p99 ms | GPU busy "
-        "| front CPU | engine CPU | SLO |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| front CPU | engine CPU | requests per prefill | ms per turn | SLO |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         "command: python benchmarks/card_listeners.py " + " ".join(sys.argv[1:]),
