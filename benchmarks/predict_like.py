@@ -112,10 +112,10 @@ def main() -> None:
     )  # fmt: skip
     try:
         wait_ready(url)
-        listen = [] if a.think_time is None else ["--think-time", f"{a.think_time:g}"]
+        listen = [] if a.think_time is None else ["--think-time", f"{a.think_time:g}s"]
         listen += [] if a.text_set is None else ["--text-set", a.text_set]
         bench = ["bench", url, "--adapter", "openai", "--stream", "--concurrency", str(a.streams), *listen,
-                 "--requests", str(a.requests), "--warmup", str(a.streams), "--timeout", "600", "--no-gpu",
+                 "--requests", str(a.requests), "--warmup", str(a.streams), "--timeout", "600s", "--no-gpu",
                  "-o", str(run)]  # fmt: skip
         print("ttsperf " + " ".join(bench), file=sys.stderr, flush=True)
         ttsperf(*bench, cpus=client, env=env, check=True, stdout=subprocess.DEVNULL)

@@ -30,6 +30,9 @@ def test_a_plans_slo_handed_to_bench_unchanged_gives_the_same_limits(user_slo, t
         [
             "bench",
             srv.url,
+            "--adapter",  # the realtime SLO judges first audio and underrun: streamed replies
+            "openai",
+            "--stream",
             "--requests",
             "20",
             "--slo",

@@ -42,7 +42,14 @@ def test_serve_flags_name_the_mode_batch_and_first_chunk():
         "--first-chunk-steps 16"
     )
     eager = Candidate(MODES["eager"], 24, 0.01, 0.01, 8, "max batch")
-    assert serve_flags(eager, "fp32", "cpu").split()[-4:] == ["--max-batch", "8", "--first-chunk-steps", "24"]
+    assert serve_flags(eager, "fp32", "cpu").split()[-6:] == [
+        "--max-batch",
+        "8",
+        "--max-queue",
+        "64",
+        "--first-chunk-steps",
+        "24",
+    ]  # a small batch keeps the queue's floor of 64 (facts.MIN_QUEUE)
 
 
 def test_price_is_the_catalogs_cheapest_or_none():
