@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from ttsperf.cli.common import out_path, print_json, user_errors
-from ttsperf.cli.synth import ASSETS, SYNTHETIC, model_config
+from ttsperf.cli.synth import ASSETS, SYNTHETIC
 
 export_app = typer.Typer(
     help=(
@@ -54,6 +54,7 @@ def onnx(
     from ttsperf.errors import UserError
     from ttsperf.export.onnx import export_step, require_onnx
     from ttsperf.export.shapes import PRECISION_FLAGS, load_requests
+    from ttsperf.model.spec import model_config
 
     out_path(out)  # before any work: a path through a file is one line, not a FileExistsError
     cfg = model_config(assets, synthetic, config)  # an asset dir's own config unless --config says

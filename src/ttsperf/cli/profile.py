@@ -29,7 +29,8 @@ def profile(
     from rich.console import Console
     from rich.table import Table
 
-    from ttsperf.cli.synth import load_pipeline
+    from ttsperf.model.pipeline import Pipeline
+    from ttsperf.model.spec import ModelSpec
     from ttsperf.profile.measure import profile_model
 
     s = settings.check()
@@ -41,7 +42,7 @@ def profile(
         name = s.config or "chattts"
         _optimizations(name, s.device, max(s.batches), max(s.contexts), s.repeats, out, as_json, console)
         return
-    pipe = load_pipeline(s.assets, s.synthetic, s.config, s.device, s.dtype, seed=0)
+    pipe = Pipeline.from_spec(ModelSpec(s.assets, s.synthetic, s.config, s.device, s.dtype, seed=0))
     config = pipe.cfg.name
     with console.status("profiling") as status:
         prof = profile_model(

@@ -16,23 +16,6 @@ ASSETS, SYNTHETIC, MODEL_CONFIG, DEVICE, DTYPE = (
 )
 
 
-def model_config(assets: Path | None, synthetic: bool, config: str | None):
-    """The config the model flags name, checked without loading anything (model/spec.py)."""
-    from ttsperf.model.spec import model_config as config_of
-
-    return config_of(assets, synthetic, config)
-
-
-def load_pipeline(
-    assets: Path | None, synthetic: bool, config: str | None, device: str, dtype: str, seed: int
-):
-    """The model the flags ask for: an asset dir, or synthetic weights of the config's shapes."""
-    from ttsperf.model.pipeline import Pipeline
-    from ttsperf.model.spec import ModelSpec
-
-    return Pipeline.from_spec(ModelSpec(assets, synthetic, config, device, dtype, seed))
-
-
 def _check_sampling(temperature: float, top_p: float, top_k: int, max_new_tokens: int) -> None:
     """Each sampling flag in its range, named, before a model is loaded (issue 35)."""
     from ttsperf.errors import UserError
@@ -81,14 +64,16 @@ def synth(
 
     from ttsperf.audio import write_wav
     from ttsperf.errors import UserError
+    from ttsperf.model.pipeline import Pipeline
     from ttsperf.model.sampling import SamplingParams
+    from ttsperf.model.spec import ModelSpec
 
     if not text.strip():
         raise UserError("TEXT is empty: expected something to say")
     if decoder not in ("decoder", "dvae"):
         raise UserError(f"--mel {decoder!r}: expected decoder or dvae")
     _check_sampling(temperature, top_p, top_k, max_new_tokens)
-    pipe = load_pipeline(assets, synthetic, config, device, dtype, seed)
+    pipe = Pipeline.from_spec(ModelSpec(assets, synthetic, config, device, dtype, seed))
     params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
     with Progress(transient=True, disable=as_json) as progress:
         task = progress.add_task("decoding", total=None)

@@ -147,7 +147,7 @@ class EngineClient:
         return front_id in self._handles
 
     async def call(self, name: str) -> dict:
-        """Ask the core: "describe" (/healthz) or "metrics" (/metrics). Raises EngineDied."""
+        """Ask the core: "status" (/readyz), "describe" (/healthz) or "metrics". Raises EngineDied."""
         return await asyncio.wrap_future(self._call(name))
 
     def call_blocking(self, name: str, timeout: float = 30.0) -> dict:

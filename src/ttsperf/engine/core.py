@@ -108,7 +108,8 @@ class Core:
             handle.cancel()
 
     def _on_call(self, token: int, name: str) -> None:
-        self.send(("reply", token, self.describe() if name == "describe" else self.metrics()))
+        answer = {"status": self.status, "describe": self.describe, "metrics": self.metrics}[name]
+        self.send(("reply", token, answer()))
 
     def _on_stop(self, drain: bool, timeout: float | None) -> None:
         def stop() -> None:  # a drain takes a while: meanwhile cancellations still arrive here
@@ -121,9 +122,13 @@ class Core:
 
     # ------------------------------------------------------------------ what it says
 
-    def describe(self) -> dict:
+    def status(self) -> dict:
+        """What /readyz says, polled often by balancers: kept small."""
         e = self.engine
-        return {**e.describe(), "queue_depth": e.queue_depth(), "running": e.running(), "ready": e.ready}
+        return {"queue_depth": e.queue_depth(), "running": e.running(), "ready": e.ready}
+
+    def describe(self) -> dict:
+        return {**self.engine.describe(), **self.status()}
 
     def metrics(self) -> dict:
         e = self.engine

@@ -4,7 +4,8 @@ it; the core imports it too). One duplex pipe, pickled tuples, batched where it 
 front -> core
     ("submit", id, SynthRequest)      a request; the front's id names it from then on
     ("cancel", id)                    its client went away
-    ("call", token, name)             "describe" or "metrics": answered at once, not after a turn
+    ("call", token, name)             "status" (/readyz), "describe" (/healthz) or "metrics":
+                                      answered at once, not after a turn
     ("stop", drain, timeout)          stop admitting; drain (answer what was accepted) or not
 core -> front
     ("ready", describe)               loaded and warm: every bucket the max batch reaches is built

@@ -148,14 +148,46 @@ def _what_ifs(step_overhead: str | None, vocoder_overhead: str | None) -> tuple:
     )
 
 
+def _card_step(card: Card, s: PlanSettings, basis: str) -> tuple[StepModel, int | None, str]:
+    """The card's step at the asked mode -> (step, the mode's batch cap, the basis said so far).
+    A card without a profile: the mode's costs from the host profile, then the what-ifs."""
+    if card.profiled:
+        if s.mode != "best":
+            raise UserError(f"--mode {s.mode}: {s.profile[0]} measured its own mode; predict it as measured")
+        return card.step, None, basis
+    step, mode_cap, how = _at_mode(card.step, s.mode, s.host_profile)
+    basis += f"; {how}"
+    step = with_overheads(step, *_what_ifs(s.step_overhead, s.vocoder_overhead))
+    for flag, value in (("--step-overhead", s.step_overhead), ("--vocoder-overhead", s.vocoder_overhead)):
+        if value is not None:
+            basis += f"; {flag} {value} (what-if)"
+    return step, mode_cap, basis
+
+
+def _flags_load(s: PlanSettings) -> Load:
+    """The load the flags ask for; --think-time: bench's listeners (`bench --users N --think-time S`)."""
+    if s.streams is not None:
+        return Load("streams", s.streams, s.think_s(), s.ramp_up or 0.0)
+    return Load("rate", float(s.rate))
+
+
+def _load_fields(load: Load) -> dict:
+    kind = {"streams": "closed loop", "rate": "poisson"}.get(load.kind, "constant")
+    return {
+        "kind": kind,
+        "value": load.value,
+        **({"think_s": load.think_s} if load.think_s is not None else {}),
+        **({"ramp_s": load.ramp_s} if load.ramp_s else {}),
+    }
+
+
 def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
     """Simulate one device at one load: `settings`, or keyword arguments named as its fields."""
     if settings is not None and fields:
         raise TypeError(f"predict: give settings or keyword arguments, not both ({', '.join(fields)})")
     s = (settings or PlanSettings.build(**fields)).for_predict()
-    streams, rate, max_batch, engine = s.streams, s.rate, s.max_batch, s.engine
-    requests, seed = s.requests, s.seed
-    lk = like(s.like, streams, rate) if s.like else None
+    max_batch, requests, seed = s.max_batch, s.requests, s.seed
+    lk = like(s.like, s.streams, s.rate) if s.like else None
     # the requests: a bench run's own (--like), else the flags' (a text set's, or one length)
     flag_lengths, text_set = s.lengths()
     prompt_tokens = round(sum(p for _, p in flag_lengths) / len(flag_lengths))
@@ -171,17 +203,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         )
     if card.step is None:
         raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note})")
-    step = card.step
-    if card.profiled and s.mode != "best":
-        raise UserError(f"--mode {s.mode}: {s.profile[0]} measured its own mode; predict it as measured")
-    mode_cap = None
-    if not card.profiled:  # a card without a profile: the mode's costs from the host profile, then what-ifs
-        step, mode_cap, how = _at_mode(step, s.mode, s.host_profile)
-        basis += f"; {how}"
-        step = with_overheads(step, *_what_ifs(s.step_overhead, s.vocoder_overhead))
-        for flag, value in (("--step-overhead", s.step_overhead), ("--vocoder-overhead", s.vocoder_overhead)):
-            if value is not None:
-                basis += f"; {flag} {value} (what-if)"
+    step, mode_cap, basis = _card_step(card, s, basis)
     if lk is not None:  # the run's own lengths, in the order it sent them
         lengths = [(a, prompt_tokens if p is None else int(p)) for a, p in lk.lengths]
     else:
@@ -198,17 +220,9 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             f"; batches above {measured_batch} extrapolated from the profile's largest: "
             f"`ttsperf profile --batches ...,{maxb}` measures them"
         )
-    if lk is not None:
-        load = lk.load
-        if lk.prompt_tokens is None:
-            basis += f"; prompt {prompt_tokens} tokens (--prompt-tokens: the run does not say)"
-    else:
-        # --think-time: bench's listeners (`bench --concurrency N --think-time S`)
-        load = (
-            Load("streams", streams, s.think_s(), s.ramp_up or 0.0)
-            if streams is not None
-            else Load("rate", float(rate))
-        )
+    if lk is not None and lk.prompt_tokens is None:
+        basis += f"; prompt {prompt_tokens} tokens (--prompt-tokens: the run does not say)"
+    load = lk.load if lk is not None else _flags_load(s)
     cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
     r = simulate(EngineModel.of(step, maxb, w), load, requests, seed, cold_start=cold)
     streamed = lk is None or lk.streamed
@@ -217,18 +231,9 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         device=card.name,
         basis=basis,
         profiled=card.profiled,
-        load={
-            "kind": "closed loop"
-            if load.kind == "streams"
-            else "poisson"
-            if load.kind == "rate"
-            else "constant",
-            "value": load.value,
-            **({"think_s": load.think_s} if load.think_s is not None else {}),
-            **({"ramp_s": load.ramp_s} if load.ramp_s else {}),
-        },
+        load=_load_fields(load),
         max_batch=maxb,
-        engine=engine,
+        engine=s.engine,
         workload={
             "audio_seconds": w.audio_seconds,  # the mean, of several lengths
             **({"audio_max_s": longest, "lengths": len(w.lengths)} if w.lengths else {}),

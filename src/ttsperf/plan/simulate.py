@@ -559,6 +559,29 @@ def _one_run(
     return arrivals.requests, measured, _serve(engine, arrivals, measured)
 
 
+def _admit(
+    waiting: deque[int], requests, rows: _Rows, maxb: int, prompt: int, prompts, sm, prefills: dict
+) -> float:
+    """Every waiting request that fits joins, prefilled together -> the prefill's seconds (one
+    call per (longest prompt, rows joining), cached in `prefills`)."""
+    joining = []
+    lengths = None if prompts is None else []
+    while waiting and rows.running + len(joining) < maxb:
+        rid = waiting.popleft()
+        q = requests[rid]
+        q.start_step = rows.g
+        joining.append(rid)
+        if lengths is not None:
+            lengths.append(q.length)
+    n = len(joining)
+    rows.admit(joining, lengths)
+    key = (prompt, n) if lengths is None else (max(map(prompts.__getitem__, lengths)), n)
+    t = prefills.get(key)
+    if t is None:
+        prefills[key] = t = sm.prefill(*key)
+    return t
+
+
 def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     """The worker's loop until every measured request is done: admit, run steps up to the next
     event (a chunk boundary, or an arrival that can join), emit."""
@@ -586,22 +609,7 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
             debt += loop.owed  # the requests it took in, on the engine's CPU
             loop.owed = 0.0
         if waiting and rows.running < maxb:
-            joining = []
-            lengths = None if prompts is None else []
-            while waiting and rows.running + len(joining) < maxb:
-                rid = waiting.popleft()
-                q = requests[rid]
-                q.start_step = rows.g
-                joining.append(rid)
-                if lengths is not None:
-                    lengths.append(q.length)
-            n = len(joining)
-            rows.admit(joining, lengths)
-            key = (prompt, n) if lengths is None else (max(map(prompts.__getitem__, lengths)), n)
-            t = prefills.get(key)
-            if t is None:
-                prefills[key] = t = sm.prefill(*key)
-            now += t
+            now += _admit(waiting, requests, rows, maxb, prompt, prompts, sm, prefills)
         batch = rows.running
         if batch == 0:
             t_next = arrivals.next_time()

@@ -175,6 +175,63 @@ def create_app(
     return app
 
 
+class _Synthesis:
+    """What both synthesis routes do with the engine: submit and await its verdict, and collect a
+    buffered answer."""
+
+    def __init__(self, engine: EngineClient, state: ServerState):
+        self.engine, self.state = engine, state
+        self.sample_rate = engine.info["sample_rate"]
+        self.retry_after = engine.spec.engine.retry_after
+
+    async def start(
+        self, request: Request, synth: SynthRequest, text_field: str
+    ) -> tuple[int, AsyncGenerator[FrontEvent, None]]:
+        """Submit, wait for the engine to accept -> (prompt tokens, the request's events). No await
+        between the draining check and the submission, so once the drain has set the flag nothing
+        new reaches the engine."""
+        state = self.state
+        if state.draining:
+            raise draining(self.retry_after)
+        handle = submit(self.engine, synth)
+        state.unanswered += 1
+
+        def answered() -> None:
+            state.unanswered -= 1
+
+        try:
+            tokens = await accepted(handle, text_field, self.retry_after)
+        except BaseException:
+            handle.cancel()
+            answered()
+            raise
+        return tokens, events(handle, request.receive, answered)
+
+    async def buffered(
+        self, stream: AsyncGenerator[FrontEvent, None], tokens: int, text_field: str, fmt: str
+    ) -> Response:
+        parts: list[bytes] = []
+        async with aclosing(stream):
+            async for event in stream:
+                if isinstance(event, PcmChunk):
+                    parts.append(event.pcm)
+                elif isinstance(event, SynthError):
+                    err = outcome_error(event, text_field, self.retry_after)
+                    if err is None:
+                        return Response(status_code=CLIENT_GONE)
+                    raise err
+                else:
+                    pcm = b"".join(parts)
+                    body = wav_header(self.sample_rate, len(pcm)) + pcm if fmt == "wav" else pcm
+                    headers = {
+                        **stats_headers(event),
+                        "X-Sample-Rate": str(self.sample_rate),
+                        "X-Prompt-Tokens": str(tokens),  # for a load tester
+                    }
+                    return Response(body, media_type=MEDIA[fmt], headers=headers)
+        raise AssertionError("the engine ended a request without a final event")
+
+
 def _add_synthesis_routes(
     app: FastAPI,
     engine: EngineClient,
@@ -184,54 +241,8 @@ def _add_synthesis_routes(
     read_timeout: float,
 ) -> None:
     """/invoke (the guide's contract) and /v1/audio/speech (OpenAI's), buffered or streamed."""
-    sample_rate = engine.info["sample_rate"]
-    retry_after = engine.spec.engine.retry_after
-
-    async def start(
-        request: Request, synth: SynthRequest, text_field: str
-    ) -> tuple[int, AsyncGenerator[FrontEvent, None]]:
-        """Submit, wait for the engine to accept -> (prompt tokens, the request's events). No await
-        between the draining check and the submission, so once the drain has set the flag nothing
-        new reaches the engine."""
-        if state.draining:
-            raise draining(retry_after)
-        handle = submit(engine, synth)
-        state.unanswered += 1
-
-        def answered() -> None:
-            state.unanswered -= 1
-
-        try:
-            tokens = await accepted(handle, text_field, retry_after)
-        except BaseException:
-            handle.cancel()
-            answered()
-            raise
-        return tokens, events(handle, request.receive, answered)
-
-    async def buffered(
-        stream: AsyncGenerator[FrontEvent, None], tokens: int, text_field: str, fmt: str
-    ) -> Response:
-        parts: list[bytes] = []
-        async with aclosing(stream):
-            async for event in stream:
-                if isinstance(event, PcmChunk):
-                    parts.append(event.pcm)
-                elif isinstance(event, SynthError):
-                    err = outcome_error(event, text_field, retry_after)
-                    if err is None:
-                        return Response(status_code=CLIENT_GONE)
-                    raise err
-                else:
-                    pcm = b"".join(parts)
-                    body = wav_header(sample_rate, len(pcm)) + pcm if fmt == "wav" else pcm
-                    headers = {
-                        **stats_headers(event),
-                        "X-Sample-Rate": str(sample_rate),
-                        "X-Prompt-Tokens": str(tokens),  # for a load tester
-                    }
-                    return Response(body, media_type=MEDIA[fmt], headers=headers)
-        raise AssertionError("the engine ended a request without a final event")
+    synthesis = _Synthesis(engine, state)
+    sample_rate, retry_after = synthesis.sample_rate, synthesis.retry_after
 
     @app.post(
         "/invoke", dependencies=auth, response_class=Response, openapi_extra=request_body(InvokeRequest),
@@ -241,8 +252,8 @@ def _add_synthesis_routes(
         """The guide's contract: `{"text": ...}` -> audio/wav (optional: seed, temperature, top_p, top_k)."""
         body = await read_body(request, InvokeRequest, max_body_bytes, read_timeout)
         synth = SynthRequest(text=body.text, sampling=body.sampling())
-        tokens, rest = await start(request, synth, "text")
-        return await buffered(rest, tokens, "text", "wav")
+        tokens, rest = await synthesis.start(request, synth, "text")
+        return await synthesis.buffered(rest, tokens, "text", "wav")
 
     @app.post(
         "/v1/audio/speech", dependencies=auth, response_class=Response,
@@ -259,9 +270,9 @@ def _add_synthesis_routes(
         synth = SynthRequest(
             text=body.input, sampling=body.sampling(), stream=body.stream, prompt=body.speed_prompt()
         )
-        tokens, rest = await start(request, synth, "input")
+        tokens, rest = await synthesis.start(request, synth, "input")
         if not body.stream:
-            return await buffered(rest, tokens, "input", body.response_format)
+            return await synthesis.buffered(rest, tokens, "input", body.response_format)
         first = await anext(rest)  # wait for audio before the status line: early failures keep their codes
         if isinstance(first, SynthError):
             await rest.aclose()
@@ -314,7 +325,7 @@ def _add_status_routes(app: FastAPI, engine: EngineClient, state: ServerState, a
         """200 while admitting requests; 503 while draining or stopped (take me out of rotation)."""
         if not state.draining and engine.ready:
             try:
-                info = await engine.call("describe")
+                info = await engine.call("status")
                 return JSONResponse(
                     {"ready": True, "queue_depth": info["queue_depth"], "running": info["running"]}
                 )
