@@ -9,18 +9,22 @@ import sys
 import time
 
 
-def wait_ready(url: str, timeout: float = 300.0) -> None:
-    """Until a started server answers /readyz 200 (loading a model takes a while)."""
+def wait_ready(url: str, timeout: float = 300.0, proc: subprocess.Popen | None = None) -> None:
+    """Until a started server answers /readyz 200 (loading a model takes a while); an error when `proc`
+    (the server) exits first or the time runs out, rather than polling a dead server to the end."""
     import httpx
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise SystemExit(f"the server at {url} exited with code {proc.returncode} before it was ready")
         try:
             if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
                 return
         except httpx.HTTPError:
             pass
         time.sleep(0.5)
+    raise SystemExit(f"the server at {url} was not ready after {timeout:.0f} s")
 
 
 class MockServer:

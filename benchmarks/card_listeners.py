@@ -11,7 +11,7 @@
 2. plan's check command against it, fresh: `ttsperf bench URL --adapter openai --stream
    --text-set zh-8s --users 485 --ramp-up 8s --requests 400 --slo ttfa_p99=300ms,underrun_p99=100ms
    --server-pid PID` (PID: the front; bench samples its child, the engine, apart);
-3. the same at each warm load (150, 300, 600, 1000 listeners), `--requests` each.
+3. the same at each warm load (150, 300, 600, 1000 listeners), `--requests` or two per listener.
 Each run's bench folder, its console and the server's /metrics after it go under --out; the
 table (listeners, ok, 503s, audio s/s, TTFA p50/p99, underrun p99, GPU busy, front and engine CPU,
 requests per prefill call and wall ms per engine turn from the server's /metrics, the SLO verdict)
@@ -56,7 +56,7 @@ def start_server(a: argparse.Namespace, out: Path) -> tuple[subprocess.Popen, st
         ttsperf("serve", *flags), stdout=subprocess.DEVNULL, stderr=(out / "serve.log").open("w")
     )
     url = f"http://127.0.0.1:{port}"
-    wait_ready(url, timeout=a.ready_timeout)
+    wait_ready(url, timeout=a.ready_timeout, proc=proc)
     return proc, url, time.monotonic() - started
 
 
@@ -66,8 +66,12 @@ def counters(url: str) -> dict[str, float]:
         text = r.read().decode()
     wanted = {
         "ttsperf_prefill_seconds_count": "prefills",
+        "ttsperf_prefill_seconds_sum": "prefill_s",
         "ttsperf_step_seconds_count": "steps",
+        "ttsperf_step_seconds_sum": "step_s",
         "ttsperf_audio_call_seconds_count": "audio_calls",
+        "ttsperf_audio_call_seconds_sum": "audio_s",
+        "ttsperf_batch_size_sum": "rows_stepped",
     }
     out = {"requests": 0.0}
     for line in text.splitlines():
@@ -79,11 +83,11 @@ def counters(url: str) -> dict[str, float]:
     return out
 
 
-def bench(url: str, pid: int, users: int, a: argparse.Namespace, out: Path) -> dict:
+def bench(url: str, pid: int, users: int, requests: int, a: argparse.Namespace, out: Path) -> dict:
     before = counters(url)
     args = [url, "--adapter", "openai", "--stream", "--text-set", "zh-8s", "--users", str(users)]
-    args += ["--ramp-up", "8s", "--requests", str(a.requests), "--slo", SLO, "--server-pid", str(pid)]
-    args += ["--max-requests", str(a.max_requests), "-o", str(out)]
+    args += ["--ramp-up", "8s", "--requests", str(requests), "--slo", SLO, "--server-pid", str(pid)]
+    args += ["--max-requests", str(max(a.max_requests, 2 * requests)), "-o", str(out)]
     with (out.parent / f"{out.name}.txt").open("w") as console:
         subprocess.run(ttsperf("bench", *args), stdout=console, stderr=subprocess.STDOUT, check=False)
     with urllib.request.urlopen(url + "/metrics", timeout=30) as r:
@@ -111,12 +115,17 @@ def row(label: str, run: dict) -> str:
     sent = [r for r in run.get("records", []) if r.get("t_send") is not None and r.get("t_end") is not None]
     wall = max(r["t_end"] for r in sent) - min(r["t_send"] for r in sent) if sent else 0.0
     turn_ms = 1000 * wall / c["steps"] if c.get("steps") else 0.0  # the whole run, warm-up too
+    # Where the engine's wall went: its own timers, and the rest (Python outside them, idle waiting)
+    parts = [c.get(k, 0.0) for k in ("prefill_s", "step_s", "audio_s")]
+    shares = " / ".join(f"{100 * x / wall:.0f}" for x in parts) if wall else "-"
+    rest = f"{100 * (1 - sum(parts) / wall):.0f}" if wall else "-"
+    batch = c["rows_stepped"] / c["steps"] if c.get("steps") else 0.0
     return (
         f"| {label} | {ok}/{p['requests']} | {refused} | "
         f"{p.get('audio_seconds_per_s', 0):.0f} | {ms('ttfa_s', 'p50')} / {ms('ttfa_s', 'p99')} | "
         f"{ms('underrun_s', 'p99')} | {'-' if gpu is None else f'{100 * gpu:.0f}%'} | "
         f"{t.get('proc_cpu_pct_mean', 0):.0f}% | {t.get('children_cpu_pct_mean', 0):.0f}% | "
-        f"{per_prefill:.1f} | {turn_ms:.1f} | {verdict} |"
+        f"{per_prefill:.1f} | {turn_ms:.1f} | {batch:.0f} | {shares} / {rest} | {verdict} |"
     )
 
 
@@ -138,33 +147,40 @@ def main() -> None:
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     proc, url, ready_s = start_server(a, a.out)
-    rows = []
+    rows: list[str] = []
     try:
         with urllib.request.urlopen(url + "/healthz", timeout=30) as r:
             health = json.loads(r.read())
         (a.out / "healthz.json").write_text(json.dumps(health, indent=1))
         print(f"ready (warm) after {ready_s:.1f} s: {health.get('warmed')}", flush=True)
-        plan = [("check-cold", a.check_users)] + [(f"warm-{n}", int(n)) for n in a.loads.split(",")]
-        for name, users in plan:
-            run = bench(url, proc.pid, users, a, a.out / name)
+        # plan's check as printed (its --requests); a warm load sends two requests per listener at least
+        plan = [("check-cold", a.check_users, a.requests)]
+        plan += [(f"warm-{n}", int(n), max(a.requests, 2 * int(n))) for n in a.loads.split(",")]
+        for name, users, requests in plan:
+            run = bench(url, proc.pid, users, requests, a, a.out / name)
             rows.append(row(f"{name} ({users})", run))
             print(rows[-1], flush=True)
+            write_table(a, ready_s, rows)  # after every run: a run cut short by a time limit keeps its rows
     finally:
         stop_server(proc)
+    print((a.out / "table.md").read_text())
+
+
+def write_table(a: argparse.Namespace, ready_s: float, rows: list[str]) -> None:
     table = [
         f"machine: {machine()}; served: {a.config} {a.device} {a.dtype}"
         f"{' cuda-graphs' if a.cuda_graphs else ''}, max batch {a.max_batch}, queue {a.max_queue}; "
         f"ready (warm) after {ready_s:.1f} s; SLO {SLO}",
         "",
         "| run (listeners) | ok | 503 | audio s/s | TTFA p50 / p99 ms | underrun p99 ms | GPU busy "
-        "| front CPU | engine CPU | requests per prefill | ms per turn | SLO |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| front CPU | engine CPU | requests per prefill | ms per turn | mean batch "
+        "| % of wall: prefill / step / audio / rest | SLO |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         "command: python benchmarks/card_listeners.py " + " ".join(sys.argv[1:]),
     ]
     (a.out / "table.md").write_text("\n".join(table) + "\n")
-    print("\n".join(table))
 
 
 if __name__ == "__main__":
