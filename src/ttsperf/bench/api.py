@@ -1,7 +1,8 @@
 """`run_bench(BenchSettings)` -> BenchRun: the library function behind `ttsperf bench`.
 
-Order of work: validate everything (bad input fails before a single request goes out), start
-telemetry, run each load point (or the find-max search), summarise each point on its own window.
+Order of work: validate everything (bad input fails before a single request goes out), read the
+server's settings (ttsperf serve's /healthz; nothing from another server), start telemetry, run
+each load point (or the find-max search), summarise each point on its own window.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from ttsperf.bench.metrics import summarize, window
 from ttsperf.bench.results import BenchRun, PointResult, RequestRecord, Strategy, Verdict
 from ttsperf.bench.runner import Runner
 from ttsperf.bench.search import search_steps
+from ttsperf.bench.server_info import read_server
 from ttsperf.bench.settings import DEFAULT_REQUESTS, BenchSettings
 from ttsperf.bench.slo import evaluate, meets_request_bounds, parse_slo, requests_to_decide
 from ttsperf.bench.telemetry import Telemetry, aggregate
@@ -34,12 +36,15 @@ def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> Bench
     workload = load_workload(cfg.texts, cfg.text_set)
     if cfg.requests is None and cfg.duration is None:
         cfg.requests = DEFAULT_REQUESTS
+    # what the server runs, asked once before the load and its clock (the first target's; replicas
+    # run alike): best effort, a few seconds at most, never a failed run
+    server, server_note = read_server(cfg.urls[0], cfg.header_dict())
     epoch = time.perf_counter()
     run = BenchRun(
         tool_version=__version__,
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         targets=list(cfg.urls), adapter=cfg.adapter, config=_public(cfg.model_dump()),
-        workload=workload.describe(),
+        workload=workload.describe(), server=server, server_note=server_note,
     )  # fmt: skip
     tele = Telemetry(epoch, cfg.telemetry_interval, cfg.server_pid, cfg.metrics_url, gpu=cfg.gpu)
     b = _Bench(cfg, run, parse_slo(cfg.slo), progress, tele)

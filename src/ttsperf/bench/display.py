@@ -141,6 +141,9 @@ def render(run: BenchRun, console: Console | None = None) -> None:
             f"{w['expected_audio_s']['max']} s",
             indent="  ",
         )
+    if (srv := run.server) is not None:  # ttsperf serve said what it runs (another server says nothing)
+        on = " on ".join(x for x in (srv.model, srv.device) if x)
+        say(f"server {srv.summary()}" + (f"; {on}" if on else "") + f" ({srv.source})", indent="  ")
     is_streamed = streamed(run.adapter, bool(run.config.get("stream")))
     level = run.config.get("confidence", 0.95)
     say(f"pXX value [low, high]: each percentile with its {level:.0%} interval (order statistics,")

@@ -200,6 +200,39 @@ class PointResult(BaseModel):
     added_requests: int = Field(0, description="sent past --requests by --until-decided to decide the SLO")
 
 
+class ServerSettings(BaseModel):
+    """What a `ttsperf serve` under test said about itself (`GET /healthz`, read once before the
+    load): the settings `plan --predict --like` needs to predict the server that ran."""
+
+    source: str = Field(description="where it was read, e.g. http://127.0.0.1:8080/healthz")
+    version: str | None = None  # ttsperf's on the server
+    status: str | None = None  # ok | draining | engine stopped, when read
+    mode: Literal["eager", "compile", "cuda-graphs"] = Field(
+        description="the engine mode as plan names it: the switch that applied (CUDA graphs over compile)"
+    )
+    dtype: str | None = None
+    int8: bool = False
+    max_batch: int | None = None
+    max_queue: int | None = None
+    first_chunk_steps: int | None = None
+    chunk_steps: int | None = None
+    max_new_tokens: int | None = None
+    device: str | None = None
+    model: str | None = None
+    weights: str | None = None  # synthetic | assets
+
+    def summary(self) -> str:
+        """One line, e.g. `cuda-graphs, fp16, max batch 256, queue 256, first chunk 24 steps`."""
+        parts = [self.mode, *([self.dtype] if self.dtype else []), *(["int8"] if self.int8 else [])]
+        if self.max_batch is not None:
+            parts.append(f"max batch {self.max_batch}")
+        if self.max_queue is not None:
+            parts.append(f"queue {self.max_queue}")
+        if self.first_chunk_steps is not None:
+            parts.append(f"first chunk {self.first_chunk_steps} steps")
+        return ", ".join(parts)
+
+
 class BenchRun(BaseModel):
     schema_: str = Field(SCHEMA, alias="schema")
     tool_version: str
@@ -210,6 +243,10 @@ class BenchRun(BaseModel):
     config: dict[str, Any]
     config_sources: dict[str, str] = Field(default_factory=dict, description="default | file | env | flag")
     workload: dict[str, Any]
+    server: ServerSettings | None = Field(
+        None, description="the server's settings from its /healthz (ttsperf serve); None: not said"
+    )
+    server_note: str = Field("", description="why `server` is None: not ttsperf, or no answer")
     formulas: dict[str, str] = Field(default_factory=lambda: dict(FORMULAS))
     points: list[PointResult] = Field(default_factory=list)
     slo: Verdict | None = None

@@ -422,6 +422,8 @@ def render_prediction(p: Prediction, console: Console) -> None:
     ]
     if p.like:
         lines.insert(-1, ("like", p.like))
+    if p.server:  # the run's server settings it took for what the user did not set
+        lines.insert(-1, ("server", p.server["line"]))
     console.print(f"[bold]ttsperf plan --predict[/bold]: {p.device}, {what}, max batch {p.max_batch}")
     indent = " " * 14
     for label, text in lines:  # wrapped under its label, at the console's width

@@ -4,8 +4,9 @@ A prediction is held against a measurement only on the same work. A bench run re
 sent and what came back: its load (closed loop of N streams, listeners with a think time, started
 at once or over a ramp-up, or an open loop's rate and arrivals), its measured requests, whether it
 streamed, and per request the audio the server made and - from `ttsperf serve` - the prompt's
-length in tokens. `like` reads those and says where each number came from; `bench_flags` writes
-a load back as bench's flags.
+length in tokens; and, from `ttsperf serve`'s /healthz, the server's own settings (engine mode,
+dtype, max batch, first chunk), which a prediction takes for what its user did not set. `like`
+reads those and says where each number came from; `bench_flags` writes a load back as bench's flags.
 """
 
 from __future__ import annotations
@@ -42,6 +43,50 @@ class Like:
     streamed: bool
     point: str  # its strategy's label, e.g. concurrent@64
     how: str
+    server: RunServer | None = None  # None: the run does not say (another server, or an older run)
+
+
+MODES = ("eager", "compile", "cuda-graphs")  # plan's names, as bench writes them
+
+
+@dataclass(frozen=True)
+class RunServer:
+    """What the run's server said it ran (run.json's `server`, bench/results.py ServerSettings):
+    the settings a prediction can take, each None where the run does not say it."""
+
+    mode: str | None
+    dtype: str | None
+    max_batch: int | None
+    max_queue: int | None
+    first_chunk_steps: int | None
+    source: str  # where bench read it, e.g. http://127.0.0.1:8080/healthz
+    about: str  # its version, model and device, e.g. "ttsperf 0.1.0, tiny on cpu"
+
+    @classmethod
+    def read(cls, block: Any) -> RunServer | None:
+        """run.json's `server` block; None for an older run's (absent), a null or a block of another
+        shape (a field of the wrong type is left unsaid, not guessed)."""
+        if not isinstance(block, dict):
+            return None
+
+        def count(name: str) -> int | None:
+            v = block.get(name)
+            return v if isinstance(v, int) and not isinstance(v, bool) and v >= 1 else None
+
+        def text(name: str) -> str | None:
+            v = block.get(name)
+            return v if isinstance(v, str) and v else None
+
+        mode, dtype = text("mode"), text("dtype")
+        on = " on ".join(x for x in (text("model"), text("device")) if x)
+        about = ", ".join(x for x in (f"ttsperf {text('version')}" if text("version") else "", on) if x)
+        return cls(
+            mode=mode if mode in MODES else None,
+            dtype=dtype if dtype in F.BYTES_PER_DTYPE else None,
+            max_batch=count("max_batch"), max_queue=count("max_queue"),
+            first_chunk_steps=count("first_chunk_steps"),
+            source=text("source") or "run.json", about=about,
+        )  # fmt: skip
 
 
 def read_run(path: str | Path) -> dict[str, Any]:
@@ -135,7 +180,7 @@ def like(path: str, streams: int | None = None, rate: float | None = None) -> Li
     return Like(load=load, requests=int(point["requests"]), audio_seconds=audio_s,
                 prompt_tokens=round(statistics.median(tokens)) if tokens else None,
                 lengths=tuple(zip(audio, prompts, strict=True)), streamed=streamed, point=point["label"],
-                how=how)  # fmt: skip
+                how=how, server=RunServer.read(run.get("server")))  # fmt: skip
 
 
 def bench_flags(load: Load) -> str:

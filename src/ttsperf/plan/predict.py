@@ -17,6 +17,7 @@ holds the last requests' whole latency, so it reads below the arrival rate on a 
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,7 +25,7 @@ from ttsperf.errors import UserError
 from ttsperf.plan import overhead as O
 from ttsperf.plan.cards import Card, build_cards, plan_dtype, with_overheads
 from ttsperf.plan.catalog import load_catalog, split_names
-from ttsperf.plan.like import like
+from ttsperf.plan.like import RunServer, like
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.settings import PlanSettings, requests_flag
@@ -61,6 +62,11 @@ class Prediction(BaseModel):
     workload: dict[str, float | int | str]
     like: str | None = Field(
         None, description="the bench run whose load and workload this predicts, and how read"
+    )
+    server: dict[str, Any] | None = Field(
+        None,
+        description="--like: the settings taken from the run's server (its /healthz, as bench recorded "
+        "it) for what the user did not set, those the user's own settings overrode, and the line said",
     )
     streamed: bool = Field(True, description="False: the run's responses were not streamed (TTFA = E2E)")
     prediction: Numbers
@@ -181,13 +187,61 @@ def _load_fields(load: Load) -> dict:
     }
 
 
+# the plan settings a run's server says, as the line names them
+FROM_RUN = {
+    "mode": "{}",
+    "dtype": "{}",
+    "max_batch": "max batch {}",
+    "first_chunk_steps": "first chunk {} steps",
+}
+
+
+def _from_run(s: PlanSettings, srv: RunServer | None) -> tuple[PlanSettings, dict[str, Any] | None]:
+    """The run's server settings for what the user did not set: a flag, a TTSPERF_PLAN_* variable,
+    a settings file or a keyword argument wins (each is in the settings' fields_set; plan's defaults
+    are not). A profile measured its own mode and dtype, so those stay the profile's.
+    -> the settings to predict with, and what was taken, what overridden and the line that says so."""
+    if srv is None:
+        return s, None
+    said = {"mode": srv.mode, "dtype": srv.dtype, "max_batch": srv.max_batch,
+            "first_chunk_steps": srv.first_chunk_steps}  # fmt: skip
+    taken, overridden, profiles = {}, {}, {}
+    for name, value in said.items():
+        if value is None:
+            continue
+        if name in s.model_fields_set:
+            overridden[name] = value
+        elif s.profile and name in ("mode", "dtype"):
+            profiles[name] = value
+        else:
+            taken[name] = value
+    if not (taken or overridden or profiles):
+        return s, None
+    parts = [FROM_RUN[n].format(v) for n, v in taken.items()]
+    if srv.max_queue is not None:  # said, not simulated: the engine model holds every arrival
+        parts.insert(len([n for n in taken if n != "first_chunk_steps"]), f"queue {srv.max_queue}")
+    where = ", ".join(x for x in (urlsplit(srv.source).path or srv.source, srv.about) if x)
+    line = f"from the run: {', '.join(parts) or 'nothing'} ({where})"
+    for name, value in overridden.items():
+        flag = "--" + name.replace("_", "-")
+        line += f"; {flag} {getattr(s, name)} as given (the run's: {FROM_RUN[name].format(value)})"
+    if profiles:
+        line += (
+            f"; {' and '.join(profiles)} the profile's (the run's: {', '.join(map(str, profiles.values()))})"
+        )
+    out = s.model_copy(update=taken) if taken else s
+    info = {"source": srv.source, "taken": taken, "overridden": overridden, "line": line}
+    return out, info
+
+
 def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
     """Simulate one device at one load: `settings`, or keyword arguments named as its fields."""
     if settings is not None and fields:
         raise TypeError(f"predict: give settings or keyword arguments, not both ({', '.join(fields)})")
     s = (settings or PlanSettings.build(**fields)).for_predict()
-    max_batch, requests, seed = s.max_batch, s.requests, s.seed
     lk = like(s.like, s.streams, s.rate) if s.like else None
+    s, server = _from_run(s, lk.server if lk is not None else None)
+    max_batch, requests, seed = s.max_batch, s.requests, s.seed
     # the requests: a bench run's own (--like), else the flags' (a text set's, or one length)
     flag_lengths, text_set = s.lengths()
     prompt_tokens = round(sum(p for _, p in flag_lengths) / len(flag_lengths))
@@ -202,7 +256,12 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             "(plan's memory model is chattts's)"
         )
     if card.step is None:
-        raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note})")
+        ran = (
+            " (the dtype the run's server ran: --dtype names another)"
+            if server and "dtype" in server["taken"]
+            else ""
+        )
+        raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note}){ran}")
     step, mode_cap, basis = _card_step(card, s, basis)
     if lk is not None:  # the run's own lengths, in the order it sent them
         lengths = [(a, prompt_tokens if p is None else int(p)) for a, p in lk.lengths]
@@ -244,6 +303,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             **({"text_set": text_set} if lk is None and text_set else {}),
         },
         like=lk.how if lk is not None else None,
+        server=server,
         streamed=streamed,
         prediction=Numbers(
             throughput_rps=r.window_rps,
