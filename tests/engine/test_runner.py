@@ -10,6 +10,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import ttsperf.model.step as step_module
 from ttsperf.engine.audio import BatchedAudio, Window
 from ttsperf.engine.engine import Engine, EngineConfig
 from ttsperf.engine.types import SynthRequest, SynthResult
@@ -89,6 +90,30 @@ def test_a_step_reads_the_device_once(tiny_pipe):
     assert all(isinstance(h.collect(timeout=1)[1], SynthResult) for h in handles)
     assert len(per_step) > 20 and any(audio for _, audio in per_step)
     assert all(reads == 1 + audio for reads, audio in per_step), per_step
+
+
+@pytest.mark.parametrize("rows", [1, 8])
+def test_a_prefill_reads_nothing_and_sends_its_inputs_in_two_copies(tiny_pipe, monkeypatch, rows):
+    """However many rows join: no host read, and the prompts (Step.prefill) and the rows' settings
+    (Rows.put) each go to the device in one packed copy (on an H200 a prefill of n rows made 3n+7
+    blocking copies, each a stream synchronize)."""
+    sends: list[int] = []
+    real = step_module.to_device
+
+    def counted(device, *tensors):
+        sends.append(len(tensors))
+        return real(device, *tensors)
+
+    monkeypatch.setattr(step_module, "to_device", counted)
+    engine = Engine(tiny_pipe, EngineConfig(max_batch=8, prefill_wait=0.0))
+    for i, t in enumerate((TEXTS * 4)[:rows]):
+        engine.submit(SynthRequest(t, SamplingParams(seed=i)))
+    with engine._contexts(), HostReads().watching() as reads:
+        engine._admit()
+    assert engine.running() == rows
+    assert reads.count == 0
+    assert sends == [3, 9]  # ids, text mask, last positions; positions, limits, forced, key, 5 settings
+    engine.stop(drain=False)
 
 
 def test_batched_prefill_equals_one_prompt_at_a_time(tiny_pipe):

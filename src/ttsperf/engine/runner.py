@@ -29,6 +29,7 @@ from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import MIN_TOKENS_TO_KEEP, RowParams, SamplingParams, candidates, seed_key, width
 from ttsperf.model.step import advance
+from ttsperf.model.transfer import to_device
 
 
 def auto_max_batch(pipe: Pipeline, max_len: int, *, headroom: float = 0.5, cap: int = AUTO_BATCH_CAP) -> int:
@@ -186,9 +187,10 @@ class Runner:
         positions = self.state.host.positions
         movers_length = 0
         moves = self.state.compact(np.asarray(leaving, dtype=np.int64))
-        if moves:
-            src = torch.tensor([m[0] for m in moves], device=self.pipe.device)
-            dst = torch.tensor([m[1] for m in moves], device=self.pipe.device)
+        if moves:  # the slots' moves go in one copy that does not wait for the device
+            src, dst = to_device(
+                self.pipe.device, torch.tensor([m[0] for m in moves]), torch.tensor([m[1] for m in moves])
+            )
             movers_length = int(positions[[d for _, d in moves]].max())  # moved already
             self.slots.move_many(src, dst, movers_length)
         return moves

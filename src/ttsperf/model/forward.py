@@ -53,13 +53,14 @@ class SlotForward:
 
     def prefill(self, embeds: torch.Tensor, slots: KVSlots, slot: int) -> torch.Tensor:
         """One prompt (1, P, H) into `slot` at positions 0..P-1 -> last hidden state (H,)."""
-        return self.prefill_many(embeds, slots, slot, [embeds.shape[1]])[0]
+        return self.prefill_many(embeds, slots, slot)[0]
 
     def prefill_many(
-        self, embeds: torch.Tensor, slots: KVSlots, first: int, lengths: list[int]
+        self, embeds: torch.Tensor, slots: KVSlots, first: int, last: torch.Tensor | None = None
     ) -> torch.Tensor:
         """n prompts, right-padded to (n, P, H), into slots first..first+n-1 at positions 0..P-1
-        -> each prompt's last hidden state (n, H). Attention is causal, so a prompt never sees
+        -> each prompt's last hidden state (n, H); `last` (n,) on the device: each prompt's last
+        position (None: every prompt fills all P). Attention is causal, so a prompt never sees
         the padding after it; the padding's K/V land past the row's position, where its decode
         steps overwrite them before any step reads them."""
         n, p, _ = embeds.shape
@@ -72,7 +73,8 @@ class SlotForward:
             slots.write_prefixes(i, first, k, v)
             out = F.scaled_dot_product_attention(q, self._expand(k), self._expand(v), is_causal=True)
             h = self._finish(layer, h, out)
-        last = torch.tensor(lengths, device=embeds.device) - 1
+        if last is None:
+            return self.llama.norm(h[:, -1])
         return self.llama.norm(h[torch.arange(n, device=embeds.device), last])
 
     def decode(

@@ -46,6 +46,10 @@ class KVSlots:
         return 2 * layers * max_batch * kv_heads * max_len * head_dim * elem
 
     @property
+    def device(self) -> torch.device:
+        return self.k[0].device
+
+    @property
     def nbytes(self) -> int:
         return sum(t.numel() * t.element_size() for t in (*self.k, *self.v))
 

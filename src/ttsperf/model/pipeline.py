@@ -129,7 +129,7 @@ class Pipeline:
     def prompt(self, texts: list[str], prompt: str = "[speed_5]") -> tuple[torch.Tensor, ...]:
         decorated = [self.tokenizer.decorate_code_prompt(t, prompt) for t in texts]
         ids, attn, text_mask = self.tokenizer.encode(decorated, self.cfg.gpt.num_vq)
-        return ids.to(self.device), attn.to(self.device).long(), text_mask.to(self.device)
+        return ids, attn.long(), text_mask  # on the host: Step.prefill sends them with the rest
 
     @torch.inference_mode()
     def generate(

@@ -24,6 +24,7 @@ from ttsperf.model.forward import SlotForward
 from ttsperf.model.gpt import Embed
 from ttsperf.model.kv import KV
 from ttsperf.model.sampling import PENALTY_WINDOW, RowParams, sample, uniforms
+from ttsperf.model.transfer import to_device
 
 Outputs = tuple[torch.Tensor, torch.Tensor]
 StepFn = Callable[[torch.Tensor, torch.Tensor, int], Outputs]  # (codes, positions, length)
@@ -41,16 +42,19 @@ class Step:
         return hidden, self.embed.code_logits(hidden)
 
     def prefill(self, prompts: list[tuple[torch.Tensor, ...]], first: int) -> torch.Tensor:
-        """Prompts (Pipeline.prompt's ids, attention, text mask, each of one text) in one forward
-        into KV slots first..first+n-1 -> each prompt's last hidden state (n, H). Right-padded:
-        causal attention never sees the padding (SlotForward.prefill_many)."""
+        """Prompts (Pipeline.prompt's ids, attention, text mask, each of one text, on the host) in
+        one forward into KV slots first..first+n-1 -> each prompt's last hidden state (n, H).
+        Right-padded: causal attention never sees the padding (SlotForward.prefill_many). The
+        padded inputs go to the device in one copy that does not wait for it (model/transfer.py)."""
         lengths = [ids.shape[1] for ids, _, _ in prompts]
-        longest, device = max(lengths), prompts[0][0].device
-        ids = torch.zeros(len(prompts), longest, prompts[0][0].shape[-1], dtype=torch.long, device=device)
-        text = torch.zeros(len(prompts), longest, dtype=torch.bool, device=device)
+        longest = max(lengths)
+        ids = torch.zeros(len(prompts), longest, prompts[0][0].shape[-1], dtype=torch.long)
+        text = torch.zeros(len(prompts), longest, dtype=torch.bool)
         for r, (i, _, m) in enumerate(prompts):
             ids[r, : i.shape[1]], text[r, : m.shape[1]] = i[0], m[0]
-        return self.forward.prefill_many(self.embed.embed_prompt(ids, text), self.kv, first, lengths)
+        last = torch.tensor(lengths) - 1
+        ids, text, last = to_device(self.kv.device, ids, text, last)
+        return self.forward.prefill_many(self.embed.embed_prompt(ids, text), self.kv, first, last)
 
 
 class Rows:
@@ -110,15 +114,12 @@ class Rows:
     ) -> None:
         """Start rows `sl`: prompt lengths, length limits, forced lengths, seed keys, settings."""
 
-        def put(t: torch.Tensor, values) -> None:
-            t[sl] = torch.as_tensor(values, dtype=t.dtype).to(self.device, non_blocking=True)
-
-        put(self.positions, positions)
-        put(self.limits, limits)
-        put(self.forced, forced)
-        self.keys[sl] = keys.to(self.device)
-        for mine, theirs in zip(self.params.fields(), params.fields(), strict=True):
-            mine[sl] = theirs.to(self.device)
+        # the rows' settings from the host, in one copy that does not wait for the device
+        mine = [self.positions, self.limits, self.forced, self.keys, *self.params.fields()]
+        theirs = [positions, limits, forced, keys, *params.fields()]
+        values = [torch.as_tensor(v).to(t.dtype) for t, v in zip(mine, theirs, strict=True)]
+        for t, v in zip(mine, to_device(self.device, *values), strict=True):
+            t[sl] = v
         self.steps[sl] = 0
         self.done[sl] = False
         self.history[sl] = -1

@@ -401,7 +401,7 @@ def _prefill_points(
         say(f"prefill, {rows} prompts of {n} tokens in one call")
         slots = kv_slots(pipe, rows, n)
         e = torch.randn(rows, n, g.hidden_size, generator=gen).to(device, dtype)
-        t, spread = median_time(lambda: fwd.prefill_many(e, slots, 0, [n] * rows), device, few, 1)  # noqa: B023
+        t, spread = median_time(lambda: fwd.prefill_many(e, slots, 0), device, few, 1)  # noqa: B023
         how = _how(few, 1, device, f"slot-forward prefill of {rows} prompts in one call")
         prefill.append(PrefillPoint(prompt_tokens=n, rows=rows, seconds=_measured(t, spread, few, how)))
 
