@@ -201,7 +201,9 @@ def test_model_profile_schema_is_strict(make_profile):
         ("Tesla T4", "T4"),
         ("NVIDIA L40S", "L40S"),
         ("NVIDIA A10", "A10"),
-        ("NVIDIA H200", None),  # not H20: model numbers must match whole
+        ("NVIDIA H200", "H200 SXM"),  # torch names the SXM part plainly; the catalog's one H200
+        ("NVIDIA H20", "H20"),  # not H200: model numbers must match whole
+        ("NVIDIA H200 NVL", None),  # a form the catalog lacks: no guess
         ("NVIDIA H100 80GB HBM3", None),  # PCIe or SXM? no guess
         ("AMD EPYC 7B13", None),
     ],

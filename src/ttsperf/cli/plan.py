@@ -128,7 +128,10 @@ def _legend(plan: Plan, wide: bool) -> str:
             "n (-b), n (a-) = n is one end of its range itself: n to b, a to n",
         ),
         (any(r.binding for r in rows), "binds = what stops more load per GPU"),
-        (any(_fitted(r) for r in rows), "(fit) = step time fitted to a profile of that card"),
+        (
+            any(_fitted(r) for r in rows),
+            "(fit) = step time fitted to a profile of that card (yours, or one ttsperf measured)",
+        ),
         (any("*" in m for m in marks), "* = price from --price"),
         (any("own" in m for m in marks), "own = bought (--own): amortised + electricity"),
         (any("~" in m for m in marks), "~ = converted (the rate below)"),

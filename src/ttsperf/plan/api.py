@@ -21,7 +21,7 @@ from ttsperf.errors import UserError
 from ttsperf.plan import memory as M
 from ttsperf.plan import overhead as O
 from ttsperf.plan import steptime as S
-from ttsperf.plan.cards import Card, build_cards, plan_dtype, profiled_name
+from ttsperf.plan.cards import Card, build_cards, plan_dtype, profile_mode, profiled_name
 from ttsperf.plan.catalog import Catalog, load_catalog, split_names
 from ttsperf.plan.cost import parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
@@ -33,9 +33,7 @@ from ttsperf.plan.schema import Default, Plan, PlanInputs, PlanRow, ScenarioPlan
 from ttsperf.plan.search import PlanContext, Simulations
 from ttsperf.plan.settings import DEFAULT_TEXT_SET, PlanSettings, requests_flag
 from ttsperf.plan.simulate import Load
-from ttsperf.profile.schema import (
-    load_profile,
-)
+from ttsperf.profile.schema import ModelProfile, load_profile, shipped_card_profiles
 
 
 def _defaults(workload: Workload, text_set: str | None, calibrated: bool, host: str) -> dict[str, Default]:
@@ -111,6 +109,11 @@ def parse_modes(text: str) -> tuple[str, ...]:
     return names
 
 
+def shipped_cards(modes: tuple[str, ...]) -> list[tuple[str, ModelProfile]]:
+    """ttsperf's measured cards whose engine mode is among the ones planned."""
+    return [(w, p) for w, p in shipped_card_profiles() if profile_mode(p) in modes]
+
+
 def _calibration(s: PlanSettings, profiles: list[str], calibrated: bool, host: str) -> str:
     """What the plan's step models rest on: profiles or the host profile and defaults, and the what-ifs."""
     base = f"the host profile ({host}) and documented defaults"
@@ -163,16 +166,17 @@ def make_plan(
             f"--slot-tokens: expected at least the {workload.context_tokens} tokens the longest request "
             f"holds (prompt + steps), found {s.slot_tokens}"
         )
-    cards = build_cards(cat, profiles, dt)
+    modes = parse_modes(s.mode)
+    cards = build_cards(cat, profiles, dt, shipped=shipped_cards(modes))
     calibrated = any(c.profiled for c in cards)
     host_profile, host = O.host_profile(s.host_profile)
-    note = _calibration(s, [p for p, _ in profiles], calibrated, host)
+    note = _calibration(s, sorted({c.searched_in for c in cards if c.profiled}), calibrated, host)
     target = Load("streams", s.streams) if s.streams else Load("rate", s.rate) if s.rate else None
     slo_limits = parse_slo(s.slo) if s.slo is not None else None
     own_cards = parse_own(s.own, cat.known, s.amortize, s.electricity, s.currency, rates)
     ctx = PlanContext(
         cat, workload, s.requests, s.seed, s.memory_at, s.max_batch, own_cards, s.engine, s.gpus_per_machine,
-        modes=parse_modes(s.mode),
+        modes=modes,
         text_set=text_set,
         mode_table=O.modes_from_host(host_profile, host),
         prefill_host=O.prefill_host(host_profile),

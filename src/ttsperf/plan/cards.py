@@ -116,7 +116,18 @@ def match_device(device: str, names: list[str]) -> str | None:
             most = max(len(_tokens(n)) for n in hits)
             best = [n for n in hits if len(_tokens(n)) == most]
             return best[0] if len(best) == 1 else None
+    # A name with no form factor ("NVIDIA H200": torch names the SXM part plainly) is the catalog's
+    # card of that model when the catalog has one form of it; two forms ("H100 PCIe", "H100 SXM")
+    # and it is no guess.
+    if not any(_is_form(d) for d in dev):
+        hits = [n for n in names if (t := [x for x in _tokens(n) if not _is_form(x)]) and set(t) <= set(dev)]
+        return hits[0] if len(hits) == 1 else None
     return None
+
+
+def _is_form(token: str) -> bool:
+    """A form-factor word of a card's name: sxm, sxm4, pcie, nvl."""
+    return re.fullmatch(r"sxm\d*|pcie|nvl", token) is not None
 
 
 def _memory_model(dtype: str, profiles: list[tuple[str, ModelProfile]]) -> MemoryModel:
@@ -188,8 +199,13 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: b
         _fit_runtime_memory(card, path, p)
     card.searched, card.searched_in = list(p.max_batch), path
     card.profiled = True
+    card.mode = profile_mode(p)
+
+
+def profile_mode(p: ModelProfile) -> str:
+    """The engine mode a profile's steps were measured in."""
     rt = p.runtime
-    card.mode = "cuda-graphs" if rt.get("cuda_graphs") else "compile" if rt.get("compile") else "eager"
+    return "cuda-graphs" if rt.get("cuda_graphs") else "compile" if rt.get("compile") else "eager"
 
 
 def _fit_calls(step: StepModel, path: str, p: ModelProfile) -> None:
@@ -230,8 +246,14 @@ def _fit_runtime_memory(card: Card, path: str, p: ModelProfile) -> None:
 
 
 def build_cards(
-    catalog: Catalog, profiles: list[tuple[str, ModelProfile]], dtype: str, any_config: bool = False
+    catalog: Catalog,
+    profiles: list[tuple[str, ModelProfile]],
+    dtype: str,
+    any_config: bool = False,
+    shipped: list[tuple[str, ModelProfile]] | None = None,
 ) -> list[Card]:
+    """The catalog's cards, each calibrated by the user's profile of it, else by ttsperf's shipped
+    measurement of it (`shipped`, at the plan's dtype), else projected from the catalog."""
     mem_template = _memory_model(dtype, profiles)
     cards: list[Card] = []
 
@@ -278,6 +300,10 @@ def build_cards(
         if not card.profiled:  # its steps were not measured for this model: nothing to plan it from
             card.step = None
         cards.append(card)
+    for path, p in shipped or []:
+        card = by_name.get(match_device(p.device.name, list(by_name)) or "")
+        if card is not None and not card.profiled and card.step is not None and p.model.dtype == dtype:
+            _calibrate(card, path, p, dtype)
     return cards
 
 

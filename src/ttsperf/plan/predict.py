@@ -23,15 +23,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ttsperf.errors import UserError
 from ttsperf.plan import overhead as O
-from ttsperf.plan.cards import Card, build_cards, plan_dtype, with_overheads
+from ttsperf.plan.cards import Card, build_cards, plan_dtype, profile_mode, with_overheads
 from ttsperf.plan.catalog import load_catalog, split_names
 from ttsperf.plan.like import RunServer, like
 from ttsperf.plan.memory import Workload
 from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.settings import PlanSettings, requests_flag
 from ttsperf.plan.simulate import EngineModel, Load, simulate
-from ttsperf.plan.steptime import StepModel
-from ttsperf.profile.schema import load_profile
+from ttsperf.plan.steptime import GRAPHS_MAX_BATCH, StepModel
+from ttsperf.profile.schema import load_profile, shipped_card_profiles
 
 
 class Numbers(BaseModel):
@@ -84,9 +84,12 @@ class Prediction(BaseModel):
                     float(self.load.get("ramp_s", 0.0)))  # fmt: skip
 
 
-def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Card, str, str, str, int]:
+def _device(
+    profile: list[str], gpus: str | None, dtype: str | None, mode: str = "best"
+) -> tuple[Card, str, str, str, int]:
     """-> the card to simulate, the dtype, the model config, what the step model rests on and the
-    largest batch the profile measured (0: no profile)."""
+    largest batch the profile measured (0: no profile). A catalog card ttsperf measured in `mode`
+    is predicted from that measurement."""
     if len(profile) > 1:
         raise UserError(f"--predict: expected one --profile (one device), found {len(profile)}")
     names = split_names(gpus) if gpus is not None else []
@@ -110,7 +113,17 @@ def _device(profile: list[str], gpus: str | None, dtype: str | None) -> tuple[Ca
             f"projected from defaults), found {'no device' if not names else f'{len(names)} cards'}"
         )
     dt = plan_dtype([], dtype)
-    card = build_cards(load_catalog(only=names), [], dt)[0]
+    shipped = [(w, p) for w, p in shipped_card_profiles() if profile_mode(p) == mode]
+    card = build_cards(load_catalog(only=names), [], dt, shipped=shipped)[0]
+    if card.profiled:
+        basis = f"step model fitted to {card.searched_in} ({dt}, {mode}, measured on that card)"
+        return (
+            card,
+            dt,
+            "chattts",
+            basis,
+            max(s.batch for w, p in shipped if w == card.searched_in for s in p.steps),
+        )
     basis = (
         f"projected from documented defaults for {card.name}, not measured on it: "
         "run `ttsperf profile` on that card and pass --profile"
@@ -158,6 +171,8 @@ def _card_step(card: Card, s: PlanSettings, basis: str) -> tuple[StepModel, int 
     """The card's step at the asked mode -> (step, the mode's batch cap, the basis said so far).
     A card without a profile: the mode's costs from the host profile, then the what-ifs."""
     if card.profiled:
+        if not s.profile:  # ttsperf's measurement of this card, in the mode asked for
+            return card.step, GRAPHS_MAX_BATCH if card.mode == "cuda-graphs" else None, basis
         if s.mode != "best":
             raise UserError(f"--mode {s.mode}: {s.profile[0]} measured its own mode; predict it as measured")
         return card.step, None, basis
@@ -249,7 +264,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         requests = lk.requests
         prompt_tokens = lk.prompt_tokens or prompt_tokens
     first_chunk_steps = s.first_chunk()
-    card, dt, config, basis, measured_batch = _device(s.profile, s.gpus, s.dtype)
+    card, dt, config, basis, measured_batch = _device(s.profile, s.gpus, s.dtype, s.mode)
     if config != "chattts" and max_batch is None:
         raise UserError(
             f"--max-batch: expected the server's max batch with a {config} profile "

@@ -255,6 +255,22 @@ def default_host_profile() -> HostProfile:
         return load_host_profile(p)
 
 
+# src/ttsperf/data: cards ttsperf measured, each put together from a card's own measurements
+# (scripts/build_card_h200.py says from which); plan uses one for its catalog card by default
+SHIPPED_CARDS = ("card-h200-sxm.json",)
+
+
+def shipped_card_profiles() -> list[tuple[str, ModelProfile]]:
+    """The card profiles shipped with ttsperf -> (where it lives, the profile)."""
+    from importlib.resources import as_file, files
+
+    out = []
+    for name in SHIPPED_CARDS:
+        with as_file(files("ttsperf.data") / name) as p:
+            out.append((f"ttsperf's measured card (src/ttsperf/data/{name})", load_profile(p)))
+    return out
+
+
 def _read_json(p: Path) -> object:
     try:
         return json.loads(p.read_text(encoding="utf-8"))

@@ -1,0 +1,76 @@
+"""The first measured card (issue 34): ttsperf's H200 profile, put together from the card's own
+measurements (scripts/build_card_h200.py), planned for the catalog's "H200 SXM", and its
+predictions of the H200 runs it was measured beside (tests/fixtures/h200-engine-split: bench's
+run.json of docs/measurements/h200-2026-12-04-engine-split, trimmed to what --like reads).
+
+On that card, plan's own check failed at 485 listeners and the card held about 150 (TTFA p99 325 ms
+at 150, 1.51 s at 300). Before this profile plan promised 485 and predicted a TTFA p99 of 0.1 s at
+300 listeners."""
+
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from ttsperf.plan.api import make_plan
+from ttsperf.plan.predict import predict
+from ttsperf.profile.schema import shipped_card_profiles
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "tests/fixtures/h200-engine-split"
+
+
+def test_the_shipped_profile_is_what_the_builder_makes_of_the_kept_measurements():
+    spec = importlib.util.spec_from_file_location("build_card_h200", ROOT / "scripts/build_card_h200.py")
+    builder = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(builder)
+    shipped = json.loads((ROOT / "src/ttsperf/data/card-h200-sxm.json").read_text())
+    assert shipped == json.loads(json.dumps(builder.build()))
+    [(where, profile)] = shipped_card_profiles()
+    assert "card-h200-sxm.json" in where and profile.runtime["cuda_graphs"]
+
+
+def test_plan_plans_the_h200_from_its_measurement_and_no_longer_promises_485():
+    plan = make_plan(gpus="H200 SXM,H100 SXM", scenario="realtime", streams=100)
+    rows = {r.gpu: r for r in plan.scenarios[0].rows}
+    h200, h100 = rows["H200 SXM"], rows["H100 SXM"]
+    assert "card-h200-sxm.json" in h200.basis["step.prefill"].how
+    assert "card-h200-sxm.json" not in h100.basis["step.prefill"].how  # another card stays projected
+    assert h200.settings.mode == "cuda-graphs"
+    # the card held ~150 listeners at this SLO (325 ms at 150, 1.51 s at 300)
+    assert 80 <= h200.max_streams <= 200
+    assert h200.binding == "host"
+
+
+def test_eager_is_still_projected_the_card_was_measured_in_cuda_graphs():
+    p = predict(gpus="H200 SXM", mode="eager", streams=50, requests=100)
+    assert not p.profiled and "projected" in p.basis
+
+
+@pytest.mark.parametrize(
+    ("run", "audio_s_per_s", "ttfa_p50_s", "ttfa_p99_s"),
+    [  # measured on the card (docs/measurements/h200-2026-12-04-engine-split/*-bench.txt)
+        ("warm-150", 136.97, 0.213, 0.325),
+        ("warm-300", 224.19, 0.729, 1.507),
+        ("warm-600", 285.73, 4.507, 7.683),
+    ],
+)
+def test_the_h200_runs_are_predicted_from_the_card(tmp_path, run, audio_s_per_s, ttfa_p50_s, ttfa_p99_s):
+    path = tmp_path / "run.json"
+    path.write_bytes(gzip.decompress((RUNS / f"{run}.json.gz").read_bytes()))
+    p = predict(gpus="H200 SXM", like=str(path), mode="cuda-graphs", dtype="fp16", max_batch=256)
+    assert p.profiled and "card-h200-sxm.json" in p.basis
+    got = p.prediction
+    # what the fixture says was measured is what the test compares with
+    point = json.loads(path.read_text())["points"][0]
+    assert point["audio_seconds_per_s"] == pytest.approx(audio_s_per_s, rel=1e-3)
+    assert point["ttfa_s"]["p99"] == pytest.approx(ttfa_p99_s, rel=1e-2)
+    # prefill, the step, the audio call and the engine's own host work, serially on one core:
+    # within a fifth on throughput and 40% on TTFA (the projection before it: 0.1 s against 1.5 s)
+    assert got.audio_seconds_per_s == pytest.approx(audio_s_per_s, rel=0.2)
+    assert got.ttfa_p50_s == pytest.approx(ttfa_p50_s, rel=0.4)
+    assert got.ttfa_p99_s == pytest.approx(ttfa_p99_s, rel=0.4)
