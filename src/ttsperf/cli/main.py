@@ -6,6 +6,32 @@ import typer
 
 from ttsperf import __version__
 
+
+def _wrap_help_at_spaces() -> None:
+    """click wraps help with textwrap, which also breaks after a hyphen: "--max-" / "batch 8",
+    "[default: no-" / "cudnn-benchmark]", a flag nobody can copy whole. Every help screen is built
+    here, so its wrapper breaks at spaces only (tests/test_cli.py holds each screen to 80 columns)."""
+    try:  # typer 0.2x carries its own copy of click; wrap_text looks the class up at each call
+        from typer._click import _textwrap
+    except ImportError:
+        from click import _textwrap
+
+    base = _textwrap.TextWrapper
+    if getattr(base, "whole_words", False):
+        return
+
+    class WholeWords(base):  # type: ignore[misc, valid-type]
+        whole_words = True
+
+        def __init__(self, *args, **kwargs) -> None:
+            kwargs.setdefault("break_on_hyphens", False)
+            super().__init__(*args, **kwargs)
+
+    _textwrap.TextWrapper = WholeWords
+
+
+_wrap_help_at_spaces()
+
 app = typer.Typer(
     name="ttsperf",
     help=(

@@ -41,10 +41,13 @@ SLO, 3 when no card meets one (the plan is printed and written all the same), 2 
 
 \b
 Examples:
-  ttsperf plan --scenario realtime --streams 200 --gpus "T4,RTX 4090,A100 40GB PCIe"
-  ttsperf plan --scenario realtime --streams 5000 --gpus "L4,H100 SXM" --gpus-per-machine 8
+  ttsperf plan --scenario realtime --streams 200 \\
+      --gpus "T4,RTX 4090,A100 40GB PCIe"
+  ttsperf plan --scenario realtime --streams 5000 --gpus "L4,H100 SXM" \\
+      --gpus-per-machine 8
   ttsperf plan --profile prof.json --price "RTX 4090=0.5" --json -o plan.json
-  ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 --scenario offline
+  ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 \\
+      --scenario offline
   ttsperf plan --scenario realtime --step-overhead 3ms -o plans/
   ttsperf plan --scenario realtime --text-set mixed --gpus "L4,RTX 3090"
   ttsperf plan --predict --profile prof.json --streams 64 --max-batch 64

@@ -57,7 +57,10 @@ def synth(
 ) -> None:
     """Synthesize TEXT into a WAV and report audio seconds, steps, wall seconds and RTF.
 
-    Example: ttsperf synth '你好，这是一段用于压测的文本。' -o out.wav --synthetic --config chattts
+    \b
+    Example:
+      ttsperf synth '你好，这是一段用于压测的文本。' -o out.wav \\
+          --synthetic --config chattts
     """
     import torch
     from rich.progress import Progress
