@@ -423,3 +423,22 @@ def test_on_a_tiny_server_the_bare_p99_command_ends_pass():
     assert r.returncode == 0, r.stdout + r.stderr
     assert "SLO: PASS" in r.stdout and "added to decide the SLO" in r.stdout, r.stdout
     assert max(len(ln) for ln in r.stdout.splitlines()) <= 80
+
+
+def test_progress_through_a_pipe_is_whole_lines(server_factory):
+    """Piped (`make demo | tee`, CI), rich would draw each bar once at the end, cut to the width
+    ("0:0…"): a pipe gets each point's label as a line of its own instead, and no bar."""
+    import os
+    import subprocess
+    import sys
+
+    srv = server_factory(slots=2, service_time=0.01)
+    env = {**os.environ, "COLUMNS": "80"}
+    args = ["bench", srv.url, "--concurrency", "1,2", "--requests", "4", "--no-gpu"]
+    r = subprocess.run(
+        [sys.executable, "-m", "ttsperf", *args], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert "concurrent@1" in lines and "concurrent@2" in lines, r.stdout
+    assert "…" not in r.stdout and "━" not in r.stdout

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from ttsperf.cli.main import app
 from ttsperf.errors import UserError
-from ttsperf.plan import catalog
+from ttsperf.plan import datafile
 from ttsperf.plan.catalog import load_catalog, load_prices, price_sets
 from ttsperf.plan.money import CONVERTED, amount, load_rates, money, parse_fx_flag
 
@@ -32,7 +32,7 @@ def data(tmp_path, monkeypatch) -> Path:
         (tmp_path / name).write_text(shipped.joinpath(name).read_text(encoding="utf-8"), encoding="utf-8")
     for f in FIXTURES.iterdir():
         shutil.copy(f, tmp_path / f.name)
-    monkeypatch.setattr(catalog, "data_files", lambda: tmp_path)
+    monkeypatch.setattr(datafile, "data_files", lambda: tmp_path)
     return tmp_path
 
 
@@ -61,7 +61,7 @@ def test_rates_convert_both_ways_and_a_flag_replaces_the_file(data):
 
 
 def test_no_shipped_rate_says_which_flag_to_pass(tmp_path, monkeypatch):
-    monkeypatch.setattr(catalog, "data_files", lambda: tmp_path)  # no fx.csv
+    monkeypatch.setattr(datafile, "data_files", lambda: tmp_path)  # no fx.csv
     with pytest.raises(UserError, match=r"pass --fx CNY:USD=RATE \(1 CNY = RATE USD\) or --currency CNY"):
         load_rates().convert(1.0, "CNY", "USD", "x")
 

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from ttsperf.cli.main import app
 from ttsperf.i18n import use
+from ttsperf.plan.answer import cells as columns
 from ttsperf.report.answer import answer, money
 from ttsperf.report.inputs import read_inputs
 from ttsperf.report.sentence import sentence
@@ -119,18 +120,34 @@ def test_the_built_sentence_says_what_plans_own_sentence_says(results):
         assert HAN.search(zh) and all(part in zh for part in re.findall(r"`[^`]+`", own))
 
 
+def _command(output: str, start: str) -> str:
+    """The command that starts a line, its ` \\` continuations joined: every line but its last
+    ends with one."""
+    lines = output.splitlines()
+    i = next(i for i, line in enumerate(lines) if line.strip().startswith(start))
+    words = []
+    for line in lines[i:]:
+        words.append(line.strip().removesuffix("\\").strip())
+        if not line.endswith(" \\"):
+            break
+    return " ".join(words)
+
+
 def test_plan_prints_its_answer_in_chinese_with_lang_zh(monkeypatch):
     args = ["plan", "--scenario", "realtime", "--streams", "20", "--gpus", "T4,L4", "--requests", "200"]
-    en = CliRunner().invoke(app, args)
-    zh = CliRunner().invoke(app, [*args, "--lang", "zh"])
+    en = CliRunner().invoke(app, args, env={"COLUMNS": "80"})
+    zh = CliRunner().invoke(app, [*args, "--lang", "zh"], env={"COLUMNS": "80"})
     assert en.exit_code == zh.exit_code == 0, zh.output
-    # the console wraps long lines (Chinese anywhere): compare with the white space taken out
+    # a block like the English one within 80 display columns (a Chinese character takes two)
+    assert max(columns(line) for line in zh.output.splitlines()) <= 80
     en_text, zh_text = (re.sub(r"\s+", "", r.output) for r in (en, zh))
     assert en_text.startswith("answer,realtime(") and "checkitwith:" in en_text
-    assert "realtime:realtime（" in zh_text and "满足要求的最便宜方案是" in zh_text
+    assert zh_text.startswith("realtime（") and "realtime:realtime" not in zh_text  # the head once
+    assert "满足要求的最便宜方案是" in zh_text
     assert "isthecheapestthatmeetsit" not in zh_text and "answer," not in zh_text
-    flags = re.search(r"`(ttsperfserve[^`]+)`", zh_text).group(1)
-    assert flags in en_text.replace("\\", "")  # the command stays as it is
+    # each command on lines of its own, broken only with a backslash, as English prints it
+    for command in ("ttsperf serve", "ttsperf bench"):
+        assert _command(zh.output, command) == _command(en.output, command), command
     monkeypatch.setenv("TTSPERF_LANG", "zh")  # the variable, without the flag
     assert "满足要求的最便宜方案是" in re.sub(r"\s+", "", CliRunner().invoke(app, args).output)
     bad = CliRunner().invoke(app, [*args, "--lang", "fr"])

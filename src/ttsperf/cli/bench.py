@@ -81,10 +81,12 @@ def _run_with_progress(cfg, show: bool):
 
     if not show:
         return run_bench(cfg)
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TextColumn("{task.fields[errs]}"), transient=False) as bar:  # fmt: skip
+    from ttsperf.console import progress
+
+    with progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TextColumn("{task.fields[errs]}")) as bar:  # fmt: skip
         state: dict = {"task": None, "errs": 0}
 
         def hook(label: str, total: int, rec) -> None:

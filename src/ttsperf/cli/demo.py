@@ -37,8 +37,8 @@ def demo(
     Example: ttsperf demo --quick -o runs/demo
     """
     import torch
-    from rich.progress import Progress
 
+    from ttsperf.console import progress as live_progress
     from ttsperf.model.config import get_config
     from ttsperf.model.pipeline import Pipeline
     from ttsperf.report import write_report
@@ -59,7 +59,7 @@ def demo(
     result = run = plan = None
     t0 = time.perf_counter()
     try:
-        with Progress(disable=as_json) as progress:
+        with live_progress(disable=as_json) as progress:
             d.progress, d.stage = progress, "building the model"
             task = progress.add_task(f"1/5 building synthetic {config} weights", total=1)
             pipe = Pipeline.synthetic_model(cfg, seed=0, device=device)

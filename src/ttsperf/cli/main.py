@@ -6,6 +6,37 @@ import typer
 
 from ttsperf import __version__
 
+
+def _wrap_help_at_spaces() -> None:
+    """click wraps help with textwrap, which also breaks after a hyphen: "--max-" / "batch 8",
+    "[default: no-" / "cudnn-benchmark]", a flag nobody can copy whole. Every help screen is built
+    here, so its wrapper breaks at spaces only (tests/test_cli.py holds each screen to 80 columns)."""
+    import importlib
+
+    for name in ("typer._click._textwrap", "click._textwrap"):  # typer 0.2x carries its own click
+        try:
+            _textwrap = importlib.import_module(name)  # wrap_text looks the class up at each call
+            break
+        except ImportError:
+            continue
+    else:
+        return  # another layout: the help still prints, and the 80-column test says what broke
+    base = _textwrap.TextWrapper
+    if getattr(base, "whole_words", False):
+        return
+
+    class WholeWords(base):  # type: ignore[misc, valid-type]
+        whole_words = True
+
+        def __init__(self, *args, **kwargs) -> None:
+            kwargs.setdefault("break_on_hyphens", False)
+            super().__init__(*args, **kwargs)
+
+    _textwrap.TextWrapper = WholeWords
+
+
+_wrap_help_at_spaces()
+
 app = typer.Typer(
     name="ttsperf",
     help=(

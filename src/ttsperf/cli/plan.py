@@ -15,7 +15,7 @@ from ttsperf.cli.options import settings_command
 from ttsperf.console import console
 from ttsperf.errors import UserError
 from ttsperf.i18n import SOURCE, resolve
-from ttsperf.plan.answer import answer_lines
+from ttsperf.plan.answer import answer_lines, sentence_lines
 from ttsperf.plan.api import make_plan
 from ttsperf.plan.catalog import Price, load_catalog, split_names
 from ttsperf.plan.money import CONVERTED, amount, load_rates, unit
@@ -41,10 +41,13 @@ SLO, 3 when no card meets one (the plan is printed and written all the same), 2 
 
 \b
 Examples:
-  ttsperf plan --scenario realtime --streams 200 --gpus "T4,RTX 4090,A100 40GB PCIe"
-  ttsperf plan --scenario realtime --streams 5000 --gpus "L4,H100 SXM" --gpus-per-machine 8
+  ttsperf plan --scenario realtime --streams 200 \\
+      --gpus "T4,RTX 4090,A100 40GB PCIe"
+  ttsperf plan --scenario realtime --streams 5000 --gpus "L4,H100 SXM" \\
+      --gpus-per-machine 8
   ttsperf plan --profile prof.json --price "RTX 4090=0.5" --json -o plan.json
-  ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 --scenario offline
+  ttsperf plan --gpus "RTX 3080" --audio-seconds 8 --memory-at 4 \\
+      --scenario offline
   ttsperf plan --scenario realtime --step-overhead 3ms -o plans/
   ttsperf plan --scenario realtime --text-set mixed --gpus "L4,RTX 3090"
   ttsperf plan --predict --profile prof.json --streams 64 --max-batch 64
@@ -65,11 +68,8 @@ def render(
     i = plan.inputs
     w = i.workload
     for sc in plan.scenarios:  # the answer first, in the reader's language (--lang)
-        if lang == SOURCE:
-            block = answer_lines(sc, min(80, console.width))
-            console.print("\n".join(block) + "\n", markup=False, highlight=False)
-        else:
-            console.print(f"[bold]{sc.scenario}:[/bold] {_answer(sc, lang)}")
+        block = answer_lines(sc, min(80, console.width)) if lang == SOURCE else _said_lines(sc, lang, console)
+        console.print("\n".join(block) + "\n", markup=False, highlight=False)
     console.print(
         f"[bold]ttsperf plan[/bold]: {requests_text(w)}, {w['dtype']}, first audio after "
         f"{w['first_chunk_steps']} steps"
@@ -146,12 +146,15 @@ def _legend(plan: Plan, wide: bool) -> str:
     )
 
 
-def _answer(sc: ScenarioPlan, lang: str) -> str:
-    if lang == SOURCE:
-        return sc.recommendation
-    from ttsperf.report.sentence import said  # the report's words (and matplotlib): only when asked
+def _said_lines(sc: ScenarioPlan, lang: str, console: Console) -> list[str]:
+    """The answer in `lang` (the report's words, and matplotlib: imported only when asked) as a
+    block within the console's width, its head once."""
+    from ttsperf.i18n import use
+    from ttsperf.report.sentence import head_text, said
 
-    return said(sc, lang)
+    with use(lang):
+        head = head_text(sc)
+    return sentence_lines(said(sc, lang), head, min(80, console.width))
 
 
 def setting_cell(r: PlanRow, dtype: bool = True) -> str:

@@ -47,7 +47,9 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
 
     On Ray Serve (pip install 'ttsperf[ray]'), the same API over 2 replicas; answers carry X-Replica:
 
-    Example: ttsperf serve --ray --replicas 2 --synthetic --config tiny --max-batch 8
+    \b
+    Example: ttsperf serve --ray --replicas 2 --synthetic --config tiny \\
+        --max-batch 8
     """
     import os
 

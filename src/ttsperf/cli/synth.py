@@ -57,12 +57,15 @@ def synth(
 ) -> None:
     """Synthesize TEXT into a WAV and report audio seconds, steps, wall seconds and RTF.
 
-    Example: ttsperf synth '你好，这是一段用于压测的文本。' -o out.wav --synthetic --config chattts
+    \b
+    Example:
+      ttsperf synth '你好，这是一段用于压测的文本。' -o out.wav \\
+          --synthetic --config chattts
     """
     import torch
-    from rich.progress import Progress
 
     from ttsperf.audio import write_wav
+    from ttsperf.console import progress as progress_lines
     from ttsperf.errors import UserError
     from ttsperf.model.pipeline import Pipeline
     from ttsperf.model.sampling import SamplingParams
@@ -75,7 +78,7 @@ def synth(
     _check_sampling(temperature, top_p, top_k, max_new_tokens)
     pipe = Pipeline.from_spec(ModelSpec(assets, synthetic, config, device, dtype, seed))
     params = SamplingParams(temperature=temperature, top_p=top_p, top_k=top_k, seed=seed)
-    with Progress(transient=True, disable=as_json) as progress:
+    with progress_lines(transient=True, disable=as_json) as progress:
         task = progress.add_task("decoding", total=None)
         result = pipe.synthesize(
             text,

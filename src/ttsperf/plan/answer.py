@@ -4,12 +4,16 @@ The card and count with its cost (whose price; the cards meeting it without one)
 serve` command on lines of its own (continued with a backslash, so it pastes whole), the streams
 per GPU with their range, what binds, whether the step times are measured or projected, the
 cards tied with it, and the `ttsperf bench` command that checks it. It is built from the plan's
-`recommended` object; a scenario without one says why in its sentence, wrapped.
+`recommended` object; a scenario without one says why in its sentence, wrapped. A sentence in
+another language (`plan --lang zh`) gets the same shape from `sentence_lines`: its head as the
+title, the rest wrapped in display columns, each command on lines of its own.
 """
 
 from __future__ import annotations
 
+import re
 import textwrap
+import unicodedata
 
 from ttsperf.plan.money import money
 from ttsperf.plan.schema import ScenarioPlan
@@ -94,3 +98,73 @@ def answer_lines(sc: ScenarioPlan, width: int = 80) -> list[str]:
     if rec.check:
         lines += [INDENT + "check it with:", *command_lines(rec.check, width, INDENT + "  ")]
     return lines
+
+
+# A line may break between two CJK characters, never before closing punctuation nor after opening
+_NO_BREAK_BEFORE = set("，。；：、）」』！？,.;:)")
+_NO_BREAK_AFTER = set("（「『(")
+_SEPARATORS = "；;，,、 "
+
+
+def cells(text: str) -> int:
+    """Display columns: a wide (CJK) character takes two."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pieces(text: str) -> list[str]:
+    """The text cut where a line may break: at spaces (kept as " ") and between wide characters."""
+    out: list[str] = []
+    for run in re.findall(r"\s+|\S+", text):
+        if run.isspace():
+            out.append(" ")
+            continue
+        part = ""
+        for ch in run:
+            wide = cells(ch) == 2 or (part and cells(part[-1]) == 2)
+            if part and wide and ch not in _NO_BREAK_BEFORE and part[-1] not in _NO_BREAK_AFTER:
+                out.append(part)
+                part = ""
+            part += ch
+        out.append(part)
+    return out
+
+
+def wrap_cells(text: str, width: int, first: str = INDENT, rest: str = INDENT + "  ") -> list[str]:
+    """`text` in lines of at most `width` display columns (a piece wider than a line stays whole)."""
+    lines: list[str] = []
+    line, gap = first, False
+    for piece in _pieces(text.strip()):
+        if piece == " ":
+            gap = True
+            continue
+        join = " " if gap and line.strip() else ""
+        if line.strip() and cells(line) + cells(join + piece) > width:
+            lines.append(line)
+            line, join = rest, ""
+        line, gap = line + join + piece, False
+    return [*lines, line] if line.strip() else lines
+
+
+def sentence_lines(text: str, head: str, width: int = 80) -> list[str]:
+    """A sentence (plan's answer in another language) as a block like `answer_lines`: `head` and
+    the separator after it as the title, then the body wrapped in display columns; a quoted
+    command with flags goes on lines of its own with ` \\` continuations, without its quotes and
+    the brackets around it, so it pastes whole. A short one (`ttsperf profile`) stays inline."""
+    if not text.startswith(head):
+        return wrap_cells(text, width, "", INDENT)
+    title_end = len(head) + (1 if len(text) > len(head) else 0)
+    lines = wrap_cells(text[:title_end], width, "", INDENT)
+    parts = re.split(r"`([^`]*)`", text[title_end:])
+    before = parts[0]
+    for i in range(1, len(parts), 2):
+        command, after = parts[i], parts[i + 1]
+        if " --" not in command:
+            before += f"`{command}`{after}"
+            continue
+        before, after = before.rstrip("（( "), after.lstrip("）) ")
+        while after and after[0] in _SEPARATORS:  # "；" stays with the words it ends
+            before, after = before + after[0], after[1:]
+        lines += wrap_cells(before, width)
+        lines += command_lines(command, width, INDENT + "  ")
+        before = after
+    return lines + wrap_cells(before, width)

@@ -6,14 +6,13 @@ and what was found, so a user can fix the row without reading code.
 
 from __future__ import annotations
 
-import csv
 import difflib
-import io
 from dataclasses import dataclass, field, replace
-from importlib import resources
 from pathlib import Path
 
 from ttsperf.errors import UserError
+from ttsperf.plan import datafile
+from ttsperf.plan.datafile import parse_positive, read_rows
 from ttsperf.plan.money import CONVERTED, DEFAULT_CURRENCY, Rate, Rates, currency_code, load_rates
 
 SHIPPED_GPUS = "gpus.csv"
@@ -135,67 +134,6 @@ def resolve_name(name: str, known: list[str], where: str) -> str:
     raise UserError(f"{where}: unknown GPU {name!r}{hint}; known: {', '.join(known)}")
 
 
-def data_files():
-    """The shipped data folder (a function, so a test can point it at fixtures)."""
-    return resources.files("ttsperf.data")
-
-
-def read_rows(
-    path: Path | None,
-    shipped: str,
-    columns: dict[str, tuple[bool, str]],
-    renamed: dict[str, str] | None = None,
-):
-    """(label, [(label, line, row as parsed dict)]) after checking the header and every field."""
-    if path is None:
-        label = f"ttsperf/data/{shipped}"
-        text = data_files().joinpath(shipped).read_text(encoding="utf-8")
-    else:
-        label = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"{label}: cannot read: {exc.strerror or exc}") from None
-    reader = csv.DictReader(io.StringIO(text))
-    header = reader.fieldnames or []
-    missing = [c for c, (req, _) in columns.items() if req and c not in header]
-    if missing:
-        old = [f"{o} is now {n} with a currency column" for o, n in (renamed or {}).items() if o in header]
-        raise UserError(
-            f"{label}: header: missing column(s) {', '.join(missing)}; "
-            f"found: {', '.join(header) or 'nothing'}" + (f" ({'; '.join(old)})" if old else "")
-        )
-    rows = []
-    for row in reader:
-        line = reader.line_num
-        parsed: dict[str, object] = {}
-        for col, (required, kind) in columns.items():
-            raw = (row.get(col) or "").strip()
-            if not raw:
-                if required:
-                    raise UserError(f"{label}: line {line}: field {col!r}: expected a value, found nothing")
-                parsed[col] = None if kind == "positive" else ""
-                continue
-            if kind == "positive":
-                parsed[col] = parse_positive(raw, f"{label}: line {line}: field {col!r}")
-            else:
-                parsed[col] = raw
-        rows.append((label, line, parsed))
-    if not rows:
-        raise UserError(f"{label}: expected at least one data row, found none")
-    return label, rows
-
-
-def parse_positive(raw: str, where: str) -> float:
-    try:
-        value = float(raw)
-    except ValueError:
-        raise UserError(f"{where}: expected a positive number, found {raw!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise UserError(f"{where}: expected a positive number, found {raw!r}")
-    return value
-
-
 def load_gpus(path: Path | None = None) -> tuple[str, dict[str, Gpu]]:
     label, rows = read_rows(path, SHIPPED_GPUS, GPU_COLUMNS)
     gpus: dict[str, Gpu] = {}
@@ -309,7 +247,7 @@ def price_sets() -> list[str]:
     """The shipped price sets' names: `default` (prices.csv) and each prices-NAME.csv."""
     named = sorted(
         f.name[len("prices-") : -len(".csv")]
-        for f in data_files().iterdir()
+        for f in datafile.data_files().iterdir()
         if f.name.startswith("prices-") and f.name.endswith(".csv")
     )
     return ["default", *named]

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ttsperf.errors import UserError
-from ttsperf.plan.catalog import parse_positive, read_rows, resolve_name
+from ttsperf.plan.catalog import resolve_name
+from ttsperf.plan.datafile import parse_positive, read_rows
 from ttsperf.plan.money import CONVERTED, DEFAULT_CURRENCY, Rates, amount, load_rates, money
 
 SHIPPED_PURCHASES = "purchase.csv"

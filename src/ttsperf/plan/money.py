@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ttsperf.errors import UserError
+from ttsperf.plan import datafile
+from ttsperf.plan.datafile import parse_positive, read_rows
 
 SHIPPED_FX = "fx.csv"
 FX_COLUMNS: dict[str, tuple[bool, str]] = {
@@ -74,10 +76,8 @@ class Rates:
 
 def load_rates(path: Path | None = None, flags: list[str] | None = None) -> Rates:
     """The shipped data/fx.csv (or `path`), with `--fx BASE:QUOTE=RATE` flags over it."""
-    from ttsperf.plan.catalog import data_files, read_rows  # the catalog's CSV checks (it imports this)
-
     by_pair: dict[tuple[str, str], Rate] = {}
-    none_shipped = path is None and not data_files().joinpath(SHIPPED_FX).is_file()
+    none_shipped = path is None and not datafile.data_files().joinpath(SHIPPED_FX).is_file()
     label = f"ttsperf/data ({SHIPPED_FX} not shipped)" if none_shipped else ""
     if not none_shipped:
         label, rows = read_rows(path, SHIPPED_FX, FX_COLUMNS)
@@ -103,8 +103,6 @@ def parse_fx_flag(text: str) -> Rate:
         raise UserError(
             f"--fx: expected BASE:QUOTE=RATE (1 BASE = RATE QUOTE, e.g. USD:CNY=7.2), found {text!r}"
         )
-    from ttsperf.plan.catalog import parse_positive
-
     rate = parse_positive(m.group(3), f"--fx {text!r}: rate")
     return Rate(m.group(1).upper(), m.group(2).upper(), rate, "", "user --fx")
 
