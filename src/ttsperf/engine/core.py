@@ -23,6 +23,7 @@ from ttsperf.audio import to_pcm16
 from ttsperf.engine.engine import Engine
 from ttsperf.engine.types import Accepted, AudioChunk, Event, PcmChunk, RequestHandle
 from ttsperf.engine.wire import CoreSpec, dumps, loads
+from ttsperf.errors import UserError
 from ttsperf.model.pipeline import Pipeline
 
 log = logging.getLogger("ttsperf.engine")
@@ -37,6 +38,9 @@ def main(conn: Connection, spec: CoreSpec) -> None:
         engine = Engine(Pipeline.from_spec(spec.model), spec.engine, spec.switches)
         core = Core(engine, conn)
         engine.start()
+    except UserError as exc:  # a setting that cannot run here (e.g. --max-batch): its own line
+        conn.send_bytes(dumps(("refused", str(exc))))
+        raise SystemExit(2) from None
     except BaseException as exc:  # noqa: BLE001 - the front says why, in one line
         conn.send_bytes(dumps(("fatal", f"{type(exc).__name__}: {exc}")))
         raise SystemExit(1) from None
