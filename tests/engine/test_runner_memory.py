@@ -74,3 +74,30 @@ def test_the_free_figure_is_cudas_and_none_on_a_cpu():
     from ttsperf.engine.engine import free_device_bytes
 
     assert free_device_bytes(torch.device("cpu")) is None
+
+
+@pytest.mark.slow
+def test_a_refusal_in_the_engine_process_reaches_the_front_as_its_own_line():
+    """The engine's process raises serve's refusals (UserError) after loading the model; the front
+    says them as they are, not as a crash. A setting the front's check cannot see stands in here
+    for the CUDA-only --max-batch refusal: lookahead past the first chunk, refused by the engine."""
+    from ttsperf.engine.client import EngineClient
+    from ttsperf.engine.wire import CoreSpec
+    from ttsperf.model.spec import ModelSpec
+
+    config = EngineConfig(max_batch=2, first_chunk_steps=4, lookahead_steps=4)
+    with pytest.raises(UserError) as exc:
+        EngineClient(CoreSpec(ModelSpec(synthetic=True, config="tiny"), config)).start(timeout=120)
+    assert str(exc.value) == "lookahead_steps 4: expected 0 <= it < first_chunk_steps"
+
+
+def test_an_out_of_memory_at_start_is_one_line_saying_what_to_lower():
+    import torch
+
+    from ttsperf.engine.core import _why
+
+    oom = torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 20.00 GiB.\nGPU 0 has 23.6 GiB")
+    why = _why(oom)
+    assert why.startswith("out of memory at start (CUDA out of memory. Tried to allocate 20.00 GiB. GPU 0")
+    assert why.endswith("lower --max-batch, or the tokens per slot (--max-prompt-tokens, --max-new-tokens)")
+    assert "\n" not in why and _why(ValueError("a\nb")) == "ValueError: a b"
