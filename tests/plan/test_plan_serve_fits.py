@@ -128,3 +128,36 @@ def test_limits_that_cannot_hold_the_workload_are_one_line(args, says):
     r = plan("--gpus", "RTX 3090", *args)
     assert r.exit_code == 2, r.output
     assert says in r.output and len(r.output.strip().splitlines()) == 1
+
+
+def test_plans_3090_command_builds_an_engine_under_the_cards_memory_scaled_to_the_tiny_model(
+    answers, tiny_pipe, monkeypatch
+):
+    """The printed command's engine, for real: the tiny model on this CPU, with the free figure serve
+    checks set to the RTX 3090's (less weights and CUDA context) scaled by tiny's slot bytes to
+    chattts's. plan's slots start there; serve's default 512 + 2,048 at the same batch do not."""
+    from dataclasses import replace
+
+    import ttsperf.engine.engine as engine_module
+    from ttsperf.engine.engine import Engine
+    from ttsperf.errors import UserError
+
+    realtime = next(sc for sc in answers["scenarios"] if sc["scenario"] == "realtime")
+    row = next(r for r in realtime["rows"] if r["gpu"] == "RTX 3090")
+    config = serve_settings(row["settings"]["serve_flags"]).engine_config()
+    g = tiny_pipe.cfg.gpt
+    kv_tiny = g.kv_bytes_per_token(next(tiny_pipe.model.gpt.parameters()).dtype.itemsize)
+    limits = (config.max_prompt_tokens, config.max_new_tokens)
+    scale = F.slot_bytes(*limits, kv_tiny, g.hidden_size) / F.slot_bytes(
+        *limits, F.kv_bytes_per_token("fp16")
+    )
+    free = (card_bytes(24) - MemoryModel("fp16").weights_bytes - DEFAULT_RUNTIME_BYTES) * scale
+    monkeypatch.setattr(engine_module, "free_device_bytes", lambda device: int(free))
+    engine = Engine(tiny_pipe, config)
+    assert engine.max_batch == engine.slots.max_batch == config.max_batch == 256
+    del engine
+    default = replace(config, max_prompt_tokens=512, max_new_tokens=2048)
+    with pytest.raises(
+        UserError, match=r"^--max-batch 256: 256 slots of 2560 tokens .* expected at most 1\d\d,"
+    ):
+        Engine(tiny_pipe, default)
