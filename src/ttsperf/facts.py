@@ -79,3 +79,16 @@ def steps_for_audio(seconds: float) -> int:
 # with max batch 256 on an H200 (shared measurements, 2026-12-04). engine/config.py and plan's serve
 # command (plan/rows.py) both follow it.
 MIN_QUEUE = 64
+
+
+def slot_bytes(
+    max_prompt_tokens: int, max_new_tokens: int, kv_bytes_per_token: float, hidden_size: int = HIDDEN
+) -> float:
+    """Device bytes `ttsperf serve` sets aside per slot (row) of its batch at start, whatever the
+    requests: K and V for every position a row may hold (--max-prompt-tokens + --max-new-tokens,
+    and the spare position a compiled step keeps, counted in every mode), and the fp32 hidden state
+    of every step it may decode, plus a spare, which the audio calls read (model/step.py `Rows`).
+    serve refuses a --max-batch whose slots exceed the free memory (engine/config.py) and plan's
+    memory model counts the same bytes (plan/memory.py): one formula for both."""
+    kv = kv_bytes_per_token * (max_prompt_tokens + max_new_tokens + 1)
+    return kv + 4 * hidden_size * (max_new_tokens + 1)

@@ -39,8 +39,11 @@ def test_steps_for_audio_rounds_up():
 def test_breakdown_by_hand():
     w = Workload(audio_seconds=8.0, prompt_tokens=64, first_chunk_steps=24)
     m = MemoryModel("fp16", runtime_bytes=100, fragmentation=1.5)
-    ctx = 64 + 375
-    kv = 4 * ctx * 61_440
+    # serve's limits for it: 64 x 1.25 = 80 -> 96 prompt tokens, 375 x 1.25 = 468.75 -> 480 steps
+    assert w.serve_limits() == (96, 480)
+    ctx = 96 + 480
+    # a slot: K and V of 576 positions and one spare, and 481 fp32 hidden states of 768
+    kv = 4 * ((ctx + 1) * 61_440 + 481 * 768 * 4)
     per_row = 4 * 768 * 2 + 2 * 3072 * 2 + 12 * ctx * 4 + 4 * 626 * 4 + 2 * 2 * 24 * 2048 * 2
     prefill = 64 * (4 * 768 + 2 * 3072) * 2 + 12 * 64 * 64 * 4 + 64 * 4 * 626 * 4
     tr = max(4 * per_row, prefill)
@@ -69,10 +72,10 @@ def test_max_batch_is_the_exact_boundary():
 
 
 def test_max_batch_by_hand_on_a_24_gib_card():
-    # Without transients the bound is closed-form: (card - weights - runtime) / (frag x KV per sequence)
+    # Without transients the bound is closed-form: (card - weights - runtime) / (frag x serve's slot)
     w = Workload(audio_seconds=8.0, prompt_tokens=64)
     m = MemoryModel("fp16", runtime_bytes=0, fragmentation=1.0)
-    per_seq = 61_440 * 439
+    per_seq = 61_440 * (96 + 480 + 1) + 481 * 768 * 4
     free = 24 * GIB - 559_315_480
     b = m.max_batch(24 * GIB, w)
     # the transients cost a little per row, so the answer is just under the KV-only bound
@@ -90,9 +93,35 @@ def test_guide_3080_claim_batch_4_of_8_s_fits_with_room():
 
 
 def test_slot_tokens_reserve_kv_for_the_longest_request_the_engine_allows():
-    """ttsperf's engine preallocates max_prompt_tokens + max_new_tokens (512 + 2048) per slot."""
+    """ttsperf's engine preallocates max_prompt_tokens + max_new_tokens per slot (512 + 2048 unless told)."""
     m = MemoryModel("fp16")
     sized = Workload(audio_seconds=8.0)
-    slots = Workload(audio_seconds=8.0, slot_tokens=2560)
-    assert m.breakdown(4, slots)["kv_cache"] == 4 * 2560 * 61_440
-    assert m.max_batch(card_bytes(24), slots) < m.max_batch(card_bytes(24), sized) * 439 / 2560 * 1.05
+    slots = Workload(audio_seconds=8.0, max_prompt_tokens=512, max_new_tokens=2048)
+    assert slots.kv_tokens == 2560
+    assert m.breakdown(4, slots)["kv_cache"] == 4 * (2561 * 61_440 + 2049 * 768 * 4)
+    assert m.max_batch(card_bytes(24), slots) < m.max_batch(card_bytes(24), sized) * 576 / 2560 * 1.05
+
+
+@pytest.mark.parametrize(
+    ("prompt", "steps", "limits"), [(64, 375, (96, 480)), (1, 1, (32, 32)), (32, 384, (64, 480))]
+)
+def test_serve_limits_are_the_longest_prompt_and_reply_with_a_quarter_more(prompt, steps, limits):
+    w = Workload(audio_seconds=steps / F.STEPS_PER_AUDIO_SECOND, prompt_tokens=prompt)
+    assert w.longest == (prompt, steps)
+    assert w.serve_limits() == limits
+    # several lengths: the longest prompt and the longest reply, whichever requests hold them
+    mixed = Workload.mixed([(8.0, 10), (2.0, 200)])
+    assert mixed.longest == (200, 375) and mixed.serve_limits() == (256, 480)
+
+
+def test_plan_counts_the_bytes_serve_reserves_one_formula():
+    """plan's slot is facts.slot_bytes, which serve's --max-batch check uses (engine/config.py)."""
+    from ttsperf.engine.config import EngineConfig
+
+    w = Workload(audio_seconds=8.0, prompt_tokens=64)
+    for dtype in ("fp16", "fp32"):
+        m = MemoryModel(dtype)
+        config = EngineConfig(max_batch=1, max_prompt_tokens=96, max_new_tokens=480)
+        assert m.slot_bytes(w) == F.slot_bytes(config.max_prompt_tokens, config.max_new_tokens,
+                                               F.kv_bytes_per_token(dtype))  # fmt: skip
+        assert config.slot_tokens == w.kv_tokens == 576

@@ -222,7 +222,7 @@ def test_slot_tokens_below_one_request_is_an_error():
     r = run("--gpus", "RTX 4090", "--slot-tokens", "100")
     assert r.exit_code == 2
     assert (
-        "--slot-tokens: expected at least the 432 tokens the longest request holds (prompt + steps), "
+        "--slot-tokens: expected at least the 432 tokens of the longest prompt and reply (51 + 381 steps), "
         "found 100" in r.output
     )
 

@@ -35,18 +35,22 @@ def test_latency_names_a_simulation_as_the_row_does():
     assert (out["step_ms"], out["p50_s"], out["p99_s"], out["ttfa_p99_s"]) == (5.0, 1.0, 2.0, 0.2)
 
 
-def test_serve_flags_name_the_mode_batch_and_first_chunk():
+def test_serve_flags_name_the_mode_batch_limits_and_first_chunk():
     c = Candidate(MODES["cuda-graphs"], 16, 0.002, 0.01, 128, "memory")
-    assert serve_flags(c, "bf16", "cuda") == (
+    assert serve_flags(c, "bf16", "cuda", (96, 480)) == (
         "ttsperf serve --device cuda --dtype bf16 --cuda-graphs --max-batch 128 --max-queue 128 "
-        "--first-chunk-steps 16"
+        "--max-prompt-tokens 96 --max-new-tokens 480 --first-chunk-steps 16"
     )
     eager = Candidate(MODES["eager"], 24, 0.01, 0.01, 8, "max batch")
-    assert serve_flags(eager, "fp32", "cpu").split()[-6:] == [
+    assert serve_flags(eager, "fp32", "cpu", (64, 480)).split()[-10:] == [
         "--max-batch",
         "8",
         "--max-queue",
         "64",
+        "--max-prompt-tokens",
+        "64",
+        "--max-new-tokens",
+        "480",
         "--first-chunk-steps",
         "24",
     ]  # a small batch keeps the queue's floor of 64 (facts.MIN_QUEUE)

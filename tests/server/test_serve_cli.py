@@ -17,7 +17,8 @@ def test_help_shows_an_example_and_the_options():
     result = runner.invoke(app, ["serve", "--help"])
     assert result.exit_code == 0
     assert "Example: ttsperf serve --synthetic" in result.output
-    for option in ("--assets", "--synthetic", "--max-batch", "--max-queue", "--request-timeout", "--api-key"):
+    for option in ("--assets", "--synthetic", "--max-batch", "--max-queue", "--request-timeout", "--api-key",
+                   "--max-prompt-tokens", "--max-new-tokens"):  # fmt: skip
         assert option in result.output
 
 
@@ -30,6 +31,7 @@ def test_help_shows_an_example_and_the_options():
         (["--synthetic", "--request-timeout", "0"], "--request-timeout 0.0: expected a positive"),
         (["--synthetic", "--read-timeout", "-1"], "--read-timeout -1.0: expected a positive"),
         (["--synthetic", "--max-queue", "0"], "--max-queue 0: expected at least 1"),
+        (["--synthetic", "--max-prompt-tokens", "0"], "--max-prompt-tokens 0: expected at least 1"),
         (["--synthetic", "--dtype", "fp8"], "--dtype 'fp8'"),
         (["--synthetic", "--api-key", " "], "--api-key is empty"),
         ([], "give exactly one of --assets DIR or --synthetic"),

@@ -101,6 +101,8 @@ class EngineClient:
         if message is None or message[0] != "ready":
             why = message[1] if message else f"exited with code {self._proc.exitcode}"
             self._proc.join(5)
+            if message is not None and message[0] == "refused":  # a setting, named by its flag
+                raise UserError(why)
             raise UserError(f"the engine could not start: {why}")
         self.info = message[1]
         threading.Thread(target=self._read, name="ttsperf-engine-reader", daemon=True).start()

@@ -10,6 +10,7 @@ from ttsperf import facts as F
 from ttsperf.errors import UserError
 
 AUTO_BATCH_CAP = 64  # --max-batch auto never goes past this, whatever the memory
+GIB = 1024**3
 
 
 def default_queue(max_batch: int) -> int:
@@ -80,3 +81,25 @@ class EngineConfig:
         if self.lookahead_steps < 0 or self.lookahead_steps >= self.first_chunk_steps:
             raise UserError(f"lookahead_steps {self.lookahead_steps}: expected 0 <= it < first_chunk_steps")
         return self
+
+    @property
+    def slot_tokens(self) -> int:
+        """KV positions a slot holds: the prompt limit + the audio limit (plan prints both)."""
+        return self.max_prompt_tokens + self.max_new_tokens
+
+    def check_fits(self, free_bytes: int | None, kv_bytes_per_token: int, hidden: int, device: str) -> None:
+        """Refuse, before anything is allocated, a --max-batch whose slots (F.slot_bytes each) do
+        not fit `free_bytes`, the device's free memory with the model loaded; None (a CPU, or
+        memory that cannot be read) or --max-batch auto: no check (auto sizes to what is free)."""
+        if free_bytes is None or self.max_batch is None:
+            return
+        per_slot = F.slot_bytes(self.max_prompt_tokens, self.max_new_tokens, kv_bytes_per_token, hidden)
+        if self.max_batch * per_slot <= free_bytes:
+            return
+        fits = int(free_bytes // per_slot)
+        raise UserError(
+            f"--max-batch {self.max_batch}: {self.max_batch} slots of {self.slot_tokens} tokens "
+            f"(--max-prompt-tokens {self.max_prompt_tokens} + --max-new-tokens {self.max_new_tokens}) "
+            f"need {self.max_batch * per_slot / GIB:.2f} GiB, {free_bytes / GIB:.2f} GiB is free on "
+            f"{device}; expected at most {fits}, or fewer tokens per slot"
+        )

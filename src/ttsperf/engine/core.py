@@ -21,8 +21,10 @@ from multiprocessing.connection import Connection
 
 from ttsperf.audio import to_pcm16
 from ttsperf.engine.engine import Engine
+from ttsperf.engine.oom import is_oom
 from ttsperf.engine.types import Accepted, AudioChunk, Event, PcmChunk, RequestHandle
 from ttsperf.engine.wire import CoreSpec, dumps, loads
+from ttsperf.errors import UserError
 from ttsperf.model.pipeline import Pipeline
 
 log = logging.getLogger("ttsperf.engine")
@@ -37,11 +39,25 @@ def main(conn: Connection, spec: CoreSpec) -> None:
         engine = Engine(Pipeline.from_spec(spec.model), spec.engine, spec.switches)
         core = Core(engine, conn)
         engine.start()
+    except UserError as exc:  # a setting that cannot run here (e.g. --max-batch): its own line
+        conn.send_bytes(dumps(("refused", str(exc))))
+        raise SystemExit(2) from None
     except BaseException as exc:  # noqa: BLE001 - the front says why, in one line
-        conn.send_bytes(dumps(("fatal", f"{type(exc).__name__}: {exc}")))
+        conn.send_bytes(dumps(("fatal", _why(exc))))
         raise SystemExit(1) from None
     core.send(("ready", core.describe()))
     core.serve()
+
+
+def _why(exc: BaseException) -> str:
+    """Why the engine could not start, in one line; out of memory says what to lower."""
+    text = " ".join(str(exc).split())
+    if is_oom(exc):
+        return (
+            f"out of memory at start ({text[:160]}): lower --max-batch, or the tokens per slot "
+            "(--max-prompt-tokens, --max-new-tokens)"
+        )
+    return f"{type(exc).__name__}: {text}"
 
 
 class Core:

@@ -39,6 +39,16 @@ from ttsperf.model.sampling import row_seeds
 __all__ = ["Engine", "EngineConfig"]
 
 
+def free_device_bytes(device: torch.device) -> int | None:
+    """The device's free memory (bytes, the model loaded), or None on a CPU or when CUDA cannot say."""
+    if device.type != "cuda":
+        return None
+    try:
+        return int(torch.cuda.mem_get_info(device)[0])
+    except (RuntimeError, AssertionError):  # no driver, or no such device: the allocation will say
+        return None
+
+
 class Engine:
     def __init__(self, pipe: Pipeline, config: EngineConfig | None = None, switches: Switches | None = None):
         self.pipe = pipe
@@ -46,6 +56,10 @@ class Engine:
         self.switches = (switches or Switches(dtype=pipe.dtype_name)).validate()
         self.switch_report = apply_switches(self.switches, pipe.model, pipe.device)
         self.max_len = c.max_prompt_tokens + c.max_new_tokens
+        # before the runner allocates: a --max-batch whose slots cannot fit is refused in one line
+        g, device = pipe.cfg.gpt, pipe.device
+        kv_elem = next(pipe.model.gpt.parameters()).dtype.itemsize  # the KV slots' dtype (runner.py)
+        c.check_fits(free_device_bytes(device), g.kv_bytes_per_token(kv_elem), g.hidden_size, str(device))
         self.runner = Runner(
             pipe,
             max_batch=c.max_batch,

@@ -10,6 +10,7 @@ front -> core
 core -> front
     ("ready", describe)               loaded and warm: every bucket the max batch reaches is built
     ("fatal", message)                it could not start (the message says why)
+    ("refused", message)              a setting cannot run there (a UserError: names its flag)
     ("events", [(id, event), ...])    everything one engine turn produced, in order: Accepted,
                                       PcmChunk (int16 PCM the engine made), SynthResult, SynthError
     ("rejected", id, exception)       refused at submission (queue full, draining, too long, ...)

@@ -160,12 +160,7 @@ def make_plan(
     )
     dt = plan_dtype(profiles, s.dtype)
     lengths, text_set = s.lengths()
-    workload = Workload.mixed(lengths, first_chunk_steps=first_chunk_steps, slot_tokens=s.slot_tokens)
-    if s.slot_tokens is not None and s.slot_tokens < workload.context_tokens:
-        raise UserError(
-            f"--slot-tokens: expected at least the {workload.context_tokens} tokens the longest request "
-            f"holds (prompt + steps), found {s.slot_tokens}"
-        )
+    workload = s.with_limits(Workload.mixed(lengths, first_chunk_steps=first_chunk_steps))
     modes = parse_modes(s.mode)
     cards = build_cards(cat, profiles, dt, shipped=shipped_cards(modes))
     calibrated = any(c.profiled for c in cards)
@@ -226,7 +221,9 @@ def _inputs(
             "steps": workload.steps,
             "prompt_tokens": workload.prompt_tokens,
             "context_tokens": workload.context_tokens,
-            "kv_tokens_per_sequence": workload.kv_tokens,
+            "kv_tokens_per_sequence": workload.kv_tokens,  # serve's slot: the two limits below
+            "max_prompt_tokens": workload.serve_limits()[0],
+            "max_new_tokens": workload.serve_limits()[1],
             "first_chunk_steps": workload.first_chunk_steps,
             "chunk_steps": workload.chunk_steps,
             "engine": s.engine,

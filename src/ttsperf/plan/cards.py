@@ -46,11 +46,12 @@ class Card:
         """Largest batch for the workload: searched on this card when its profile has it, else the
         memory model's projection."""
         projected = self.memory.max_batch(self.memory_bytes, w, cap=cap)
+        prompt, new = w.serve_limits()
         basis = Basis(
             kind="projected",
             how=(
-                "largest B with runtime + weights + frag x (KV/token x B x context + transients(B))"
-                f" <= card memory; context = {w.prompt_tokens} prompt + {w.steps} steps"
+                "largest B with runtime + weights + frag x (B x slot + transients(B)) <= card memory; "
+                f"slot = serve's reservation for --max-prompt-tokens {prompt} + --max-new-tokens {new}"
             ),
         )
         if not self.searched:

@@ -1,13 +1,15 @@
 """Memory model: how many sequences fit on a card for a workload.
 
-    total(B) = runtime + weights + frag x (KV/token x B x context + transients(B))
+    total(B) = runtime + weights + frag x (B x slot + transients(B))
 
 - weights: every resident parameter (GPT, Embed, Decoder, DVAE, Vocos) x bytes per dtype, or the
   weights bytes a profile measured;
 - runtime: memory the process holds outside the tensor allocator (CUDA context, cuBLAS/cuDNN
   workspaces) - an assumption unless a profile on that card measured it;
-- KV: 2 x layers x hidden x bytes per token per sequence (docs/reference/chattts.md), for every token a
-  running sequence holds: prompt + all the audio steps it will decode;
+- slot: what `ttsperf serve` reserves per row at start (facts.slot_bytes, the formula serve checks
+  --max-batch with): KV of 2 x layers x hidden x bytes per token (docs/reference/chattts.md) for
+  --max-prompt-tokens + --max-new-tokens (+ 1) positions, and the fp32 hidden state of each step;
+  the limits are the workload's longest prompt and reply with a margin (`Workload.serve_limits`);
 - transients: the largest short-lived working set of one engine iteration (a decode step plus the
   decoder/vocoder call over the chunks it emits, or one prompt's prefill), from the shapes;
 - frag: the caching allocator's rounding and fragmentation on what is allocated while serving.
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ttsperf import facts as F
@@ -50,9 +53,10 @@ class Workload:
     first_chunk_steps: int = F.STREAM_CHUNK_STEPS
     chunk_steps: int = F.STREAM_CHUNK_STEPS
     lookahead_steps: int = 4  # ttsperf's engine holds back 4 steps of each non-final chunk
-    # KV tokens reserved per sequence: None = what the request uses (an engine sized to the
-    # workload); ttsperf's engine preallocates max_prompt_tokens + max_new_tokens per slot
-    slot_tokens: int | None = None
+    # serve's limits, which size every slot it reserves (facts.slot_bytes): None = the workload's
+    # own with a margin (`serve_limits`), as plan prints them in its serve command
+    max_prompt_tokens: int | None = None
+    max_new_tokens: int | None = None
     # requests of several lengths, each equally likely: (audio seconds, prompt tokens); a length
     # twice as likely appears twice. Empty: every request is audio_seconds with prompt_tokens.
     lengths: tuple[tuple[float, int], ...] = ()
@@ -88,9 +92,33 @@ class Workload:
         return max(p + F.steps_for_audio(a) for a, p in self.classes())
 
     @property
+    def longest(self) -> tuple[int, int]:
+        """(prompt tokens, decode steps) serve must admit: the longest prompt and the longest reply."""
+        return max(p for _, p in self.classes()), max(F.steps_for_audio(a) for a, _ in self.classes())
+
+    def serve_limits(self) -> tuple[int, int]:
+        """serve's --max-prompt-tokens and --max-new-tokens for these requests: as set, else the
+        longest prompt and the longest reply with LIMIT_MARGIN, rounded up to LIMIT_ROUND."""
+        prompt, steps = self.longest
+        return (self.max_prompt_tokens or with_margin(prompt), self.max_new_tokens or with_margin(steps))
+
+    @property
     def kv_tokens(self) -> int:
-        """KV cache reserved per sequence."""
-        return self.slot_tokens or self.context_tokens
+        """KV tokens reserved per sequence: serve's slot, prompt limit + audio limit."""
+        return sum(self.serve_limits())
+
+
+# serve's limits plan prints, from the workload: the longest prompt and the longest reply, each with
+# a quarter more, rounded up to a multiple of 32 tokens. The margin is an assumption: no spread of
+# real ChatTTS reply lengths for one text is published (docs/PLANNING.md, "Workload"), and a Latin
+# word may split into several tokens; past the limits serve cuts the audio (the result says so) or
+# answers 413. Synthetic weights' lengths are the speech rate's, which fit without it.
+LIMIT_MARGIN = 1.25
+LIMIT_ROUND = 32
+
+
+def with_margin(tokens: int) -> int:
+    return -(-math.ceil(tokens * LIMIT_MARGIN) // LIMIT_ROUND) * LIMIT_ROUND
 
 
 @dataclass
@@ -151,9 +179,22 @@ class MemoryModel:
         return max(batch * per_row, prefill)
 
     def breakdown_at(self, batch: int, context: int, prompt: int, chunk_steps: int) -> dict[str, float]:
-        """Bytes per component with `batch` sequences of `context` tokens each."""
-        kv = self.kv_bytes(batch, context)
+        """Bytes per component with `batch` sequences of `context` tokens of KV each (a profile's
+        probes: KV slots and a step, no serve)."""
         tr = self.transients(batch, context, prompt, chunk_steps)
+        return self._parts(self.kv_bytes(batch, context), tr)
+
+    def slot_bytes(self, w: Workload) -> float:
+        """What serve reserves per slot for `w`'s limits: facts.slot_bytes, serve's own formula."""
+        return F.slot_bytes(*w.serve_limits(), float(self.kv_bytes_per_token))  # type: ignore[arg-type]
+
+    def breakdown(self, batch: int, w: Workload) -> dict[str, float]:
+        """Bytes per component with `batch` of serve's slots for `w`: kv_cache is the slots' whole
+        reservation (K and V of every position, and the hidden states kept per step)."""
+        tr = self.transients(batch, w.kv_tokens, w.prompt_tokens, w.chunk_steps)
+        return self._parts(batch * self.slot_bytes(w), tr)
+
+    def _parts(self, kv: float, tr: float) -> dict[str, float]:
         parts = {
             "weights": float(self.weights_bytes),  # type: ignore[arg-type]
             "runtime": float(self.runtime_bytes),
@@ -163,9 +204,6 @@ class MemoryModel:
         }
         parts["total"] = sum(parts.values())
         return parts
-
-    def breakdown(self, batch: int, w: Workload) -> dict[str, float]:
-        return self.breakdown_at(batch, w.kv_tokens, w.prompt_tokens, w.chunk_steps)
 
     def total(self, batch: int, w: Workload) -> float:
         return self.breakdown(batch, w)["total"]

@@ -282,7 +282,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         lengths = [(a, prompt_tokens if p is None else int(p)) for a, p in lk.lengths]
     else:
         lengths = flag_lengths
-    w = Workload.mixed(lengths, first_chunk_steps=first_chunk_steps, ordered=lk is not None)
+    w = s.with_limits(Workload.mixed(lengths, first_chunk_steps=first_chunk_steps, ordered=lk is not None))
     longest = max(a for a, _ in w.classes())
     maxb = max_batch or card.max_batch(w)[0]
     if max_batch is None and mode_cap is not None and mode_cap < maxb:  # graphs capture 256 rows

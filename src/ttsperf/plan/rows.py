@@ -121,8 +121,9 @@ def gpus_range(target: Load, r: PlanRow) -> list[int] | None:
     return [fewest, most]
 
 
-def serve_flags(c: Candidate, dtype: str, device: str) -> str:
-    """The `ttsperf serve` command line for a setting."""
+def serve_flags(c: Candidate, dtype: str, device: str, limits: tuple[int, int]) -> str:
+    """The `ttsperf serve` command line for a setting; `limits` (Workload.serve_limits) size the
+    slots the max batch was fitted with, so the command fits the card as plan's memory model does."""
     parts = ["ttsperf serve", f"--device {device}", f"--dtype {dtype}"]
     if c.mode.flag:
         parts.append(c.mode.flag)
@@ -131,6 +132,8 @@ def serve_flags(c: Candidate, dtype: str, device: str) -> str:
     parts += [
         f"--max-batch {c.max_batch}",
         f"--max-queue {queue}",
+        f"--max-prompt-tokens {limits[0]}",
+        f"--max-new-tokens {limits[1]}",
         f"--first-chunk-steps {c.first_chunk_steps}",
     ]
     return " ".join(parts)
@@ -148,7 +151,7 @@ def row_settings(card: Card, t: Searched, searched: list[str], ctx: PlanContext)
         step_overhead_range_s=None if measured or c.mode.low == c.mode.high else [c.mode.low, c.mode.high],
         first_chunk_steps=c.first_chunk_steps,
         max_batch=c.max_batch,
-        serve_flags=serve_flags(c, step.dtype, device),
+        serve_flags=serve_flags(c, step.dtype, device, ctx.workload.serve_limits()),
         searched="; ".join(searched),
     )
 

@@ -3,6 +3,7 @@ variables and the keyword arguments of `make_plan` and `predict` are these field
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Annotated
 
 from pydantic import Field
@@ -12,6 +13,7 @@ from ttsperf import facts as F
 from ttsperf.errors import UserError
 from ttsperf.i18n import resolve
 from ttsperf.plan.cost import DEFAULT_GPUS_PER_MACHINE
+from ttsperf.plan.memory import Workload
 from ttsperf.plan.money import currency_code
 from ttsperf.plan.scenarios import parse_duration
 from ttsperf.plan.simulate import ENGINES
@@ -115,10 +117,16 @@ class PlanSettings(Layered):
     max_batch: int | None = Field(
         None, description="Cap the engine's batch (slots) below what memory allows."
     )
+    max_prompt_tokens: int | None = Field(
+        None, description="serve's prompt limit (sizes its slots); default: the longest prompt + 25%."
+    )
+    max_new_tokens: int | None = Field(
+        None, description="serve's audio limit in steps (sizes its slots); default: the longest reply + 25%."
+    )
     slot_tokens: int | None = Field(
         None,
-        description="KV tokens reserved per sequence (ttsperf serve: 512 + 2048); "
-        "default: what a request uses.",
+        description="KV tokens per slot, the two limits' sum (serve's defaults: 512 + 2048); "
+        "default: the limits'.",
     )
     engine: str = Field(
         "ttsperf",
@@ -208,6 +216,28 @@ class PlanSettings(Layered):
             resolve(self.lang)  # an unknown language is named here, before minutes of planning
         return self
 
+    def with_limits(self, w: Workload) -> Workload:
+        """`w` with serve's limits (which size its slots): the flags', else the workload's own
+        with a margin (Workload.serve_limits); --slot-tokens splits into the two."""
+        given = [n for n in ("max_prompt_tokens", "max_new_tokens") if getattr(self, n) is not None]
+        if self.slot_tokens is not None and given:
+            raise UserError(f"--slot-tokens and --{given[0].replace('_', '-')}: give the limits or their sum")
+        prompt, steps = w.longest
+        if self.slot_tokens is not None:
+            if self.slot_tokens < prompt + steps:
+                raise UserError(
+                    f"--slot-tokens: expected at least the {prompt + steps} tokens of the longest prompt "
+                    f"and reply ({prompt} + {steps} steps), found {self.slot_tokens}"
+                )
+            limit = min(w.serve_limits()[0], self.slot_tokens - steps)
+            return replace(w, max_prompt_tokens=limit, max_new_tokens=self.slot_tokens - limit)
+        for name, least, what in (("max_prompt_tokens", prompt, "tokens of the longest prompt"),
+                                  ("max_new_tokens", steps, "steps of the longest reply")):  # fmt: skip
+            value = getattr(self, name)
+            if value is not None and value < least:
+                raise UserError(f"--{name.replace('_', '-')} {value}: expected at least the {least} {what}")
+        return replace(w, max_prompt_tokens=self.max_prompt_tokens, max_new_tokens=self.max_new_tokens)
+
     def _bounds(self) -> None:
         """The upper bounds, each named by its flag (the lower ones are check()'s)."""
         flag = "--users" if self.users is not None else "--streams"
@@ -217,6 +247,9 @@ class PlanSettings(Layered):
         at_most("--audio-seconds", self.audio_seconds, MAX_AUDIO_S, "s of audio a request")
         at_most("--prompt-tokens", self.prompt_tokens, MAX_STEPS, "tokens")
         at_most("--first-chunk-steps", self.first_chunk_steps, MAX_STEPS, "steps")
+        at_most("--max-prompt-tokens", self.max_prompt_tokens, MAX_STEPS, "tokens")
+        at_most("--max-new-tokens", self.max_new_tokens, MAX_STEPS, "steps")
+        at_most("--slot-tokens", self.slot_tokens, 2 * MAX_STEPS, "tokens")
         at_most("--max-batch", self.max_batch, MAX_BATCH, "sequences")
         at_most("--memory-at", self.memory_at, MAX_BATCH, "sequences")
         at_most("--gpus-per-machine", self.gpus_per_machine, 64, "cards")

@@ -43,6 +43,10 @@ class ServeSettings(ModelSettings):
         None,
         description="Require 'Authorization: Bearer KEY' on /invoke and /v1/* (env TTSPERF_SERVE_API_KEY).",
     )
+    # the two limits size every slot's KV at start (facts.slot_bytes): plan prints them for its workload
+    max_prompt_tokens: int = Field(
+        _E.max_prompt_tokens, description="Prompt tokens per request at most; longer texts get 413."
+    )
     max_new_tokens: int = Field(
         _E.max_new_tokens, description="Decode steps per request at most (2048 = 43.7 s)."
     )
