@@ -27,18 +27,19 @@ def _searched(context, batch, limit="oom"):
 
 def test_plan_uses_the_searched_max_batch_on_the_profiled_card_only(make_profile):
     prof = make_profile(device="NVIDIA GeForce RTX 4090")
-    w = Workload(audio_seconds=8.0, prompt_tokens=64)  # 64 + 375 = 439 tokens per row
-    prof.max_batch = [_searched(439, 300), _searched(2048, 60)]
+    w = Workload(audio_seconds=8.0, prompt_tokens=64)  # serve reserves 96 + 480 = 576 tokens a slot
+    assert w.kv_tokens == 576
+    prof.max_batch = [_searched(576, 300), _searched(2048, 60)]
     catalog = load_catalog(only=["RTX 4090", "RTX 3090"])
     cards = {c.name: c for c in build_cards(catalog, [("p.json", prof)], "fp16")}
     batch, basis = cards["RTX 4090"].max_batch(w)
     assert (batch, basis.kind) == (300, "measured") and "p.json" in basis.how
     assert cards["RTX 3090"].max_batch(w)[1].kind == "projected"  # another card: the memory model
 
-    prof.max_batch = [_searched(512, 300)]  # the nearest longer context, scaled by KV per row
+    prof.max_batch = [_searched(512, 300)]  # searched at another context: scaled by KV per row
     card = build_cards(load_catalog(only=["RTX 4090"]), [("p.json", prof)], "fp16")[0]
     batch, basis = card.max_batch(w)
-    assert batch == int(300 * 513 / 440) and basis.kind == "projected" and "scaled" in basis.how
+    assert batch == int(300 * 513 / 577) and basis.kind == "projected" and "scaled" in basis.how
     assert card.max_batch(w, cap=64)[0] == 64
 
     prof.max_batch = [_searched(512, 4096, limit="cap")]  # only a lower bound: the projection stands
@@ -49,11 +50,11 @@ def test_plan_uses_the_searched_max_batch_on_the_profiled_card_only(make_profile
 
 def test_plan_json_row_carries_the_searched_batch_and_its_basis(tmp_path, make_profile):
     prof = make_profile(device="NVIDIA GeForce RTX 4090")
-    prof.max_batch = [_searched(439, 300)]
+    prof.max_batch = [_searched(576, 300)]
     path = tmp_path / "p.json"
     path.write_text(json.dumps(prof.dump()))
     plan = make_plan(profile=[str(path)], gpus="RTX 4090,RTX 3090", scenario="offline", requests=100,
-                     audio_seconds=8.0)  # fmt: skip  # 64 + 375 = the 439 tokens the profile searched at
+                     audio_seconds=8.0)  # fmt: skip  # serve's 96 + 480-token slots, as the profile searched
     rows = {r.gpu: r for r in plan.scenarios[0].rows}
     assert rows["RTX 4090"].max_batch == 300 and rows["RTX 4090"].basis["max_batch"].kind == "measured"
     assert rows["RTX 3090"].basis["max_batch"].kind == "projected"
