@@ -160,7 +160,8 @@ def test_step_overhead_what_if_raises_capacity():
 def test_vocoder_what_if_and_the_retired_engine():
     kw = dict(gpus="RTX 4090", scenario="offline", requests=200)
     built = make_plan(**kw).scenarios[0].rows[0]
-    cheap_vocoder = make_plan(vocoder_overhead="1ms", **kw).scenarios[0].rows[0]
+    # the built graphed call is ~0.8 ms fixed (223 nodes at the H200's measured cost per kernel)
+    cheap_vocoder = make_plan(vocoder_overhead="0.1ms", **kw).scenarios[0].rows[0]
     assert cheap_vocoder.max_rate_rps > built.max_rate_rps
     assert "--vocoder-overhead" in cheap_vocoder.basis["step.vocoder"].how
     r = runner.invoke(app, ["plan", "--engine", "v1", "--gpus", "T4"])

@@ -20,10 +20,9 @@ from ttsperf.plan.api import make_plan
 from ttsperf.plan.catalog import Price, load_catalog, split_names
 from ttsperf.plan.money import CONVERTED, amount, load_rates, unit
 from ttsperf.plan.predict import Prediction, predict
-from ttsperf.plan.recommend import tie_groups
+from ttsperf.plan.recommend import TIE_RULE, tie_groups
 from ttsperf.plan.rows import gpus_range
 from ttsperf.plan.schema import Plan, PlanRow, ScenarioPlan
-from ttsperf.plan.search import RESOLUTION
 from ttsperf.plan.settings import PlanSettings
 from ttsperf.plan.simulate import Load
 
@@ -249,8 +248,7 @@ def _compact_table(sc: ScenarioPlan, console: Console) -> None:
     console.print(t)
     if ties := tie_groups(rows):
         notes.append(
-            f"tied (capacities within the search's {RESOLUTION:.0%}: the simulation cannot order "
-            "them): " + "; ".join(", ".join(g) for g in ties)
+            f"tied ({TIE_RULE}: the simulation cannot order them): " + "; ".join(", ".join(g) for g in ties)
         )
     for n in notes:
         console.print(textwrap.fill(n, max(40, console.width - 1), subsequent_indent="  "), markup=False,

@@ -16,6 +16,7 @@ import textwrap
 import unicodedata
 
 from ttsperf.plan.money import money
+from ttsperf.plan.recommend import TIE_RULE
 from ttsperf.plan.schema import ScenarioPlan
 
 INDENT = "  "
@@ -92,9 +93,7 @@ def answer_lines(sc: ScenarioPlan, width: int = 80) -> list[str]:
         else "projected, not measured on this card (`ttsperf profile` on it measures it)"
     )
     if rec.tied_with:
-        lines += wrap(
-            f"tied with {', '.join(rec.tied_with)} (within the search's resolution; picked by cost)"
-        )
+        lines += wrap(f"tied with {', '.join(rec.tied_with)} ({TIE_RULE}; picked by cost)")
     if rec.check:
         lines += [INDENT + "check it with:", *command_lines(rec.check, width, INDENT + "  ")]
     return lines

@@ -49,22 +49,35 @@ class KernelCost:
         return {"low": self.low, "high": self.high, "mid": (self.low * self.high) ** 0.5}[end]
 
 
+_H200 = "measured on an H200 (docs/measurements/h200-2026-12-04/README.md)"
 _PROBE = "ahrefs/ocannl issue 488 (RTX 5070 Ti Laptop, CUDA 13, chains of 8-117 no-op kernels, median of 200)"
 KERNEL_COSTS = {
     # What one kernel costs the device when the host launches them one by one: 2.6-2.8 us of
     # enqueue when the launches run ahead, 6.3-7.5 us each when every launch is waited for.
     "launch_gap": KernelCost(2.6e-6, 7.5e-6, f"queued launch 2.6-2.8 us, launch + wait 6.3-7.5 us: {_PROBE}"),
-    # A captured graph: ~0.58 us per node on the probe's card; the high end doubles it for older
-    # cards and drivers (an assumption: no second public figure was found).
-    "graph_node": KernelCost(
-        0.58e-6, 1.16e-6, f"0.58 us per node: {_PROBE}; high end x2 (assumption: older cards, drivers)"
-    ),
+    # A captured graph of the engine's own kernels, as one card ran it: the H200's graphed decode
+    # step (871 kernels) took 2.50 ms at batch 1 and 4.23 ms at batch 256, 2.87-4.38 us per kernel
+    # with the step's roofline in it (so the high end counts some of it twice: conservative). A
+    # no-op kernel replays at 0.58-0.84 us per node (the probe; the H200 itself), but a real
+    # kernel at these sizes runs longer than its launch: the no-op figure put a graphed step at
+    # 0.5 ms where the card took 2.5.
+    "graph_node": KernelCost(2.87e-6, 4.38e-6, f"{_H200}: the engine's graphed step per kernel, batch 1-256"),
     # One replay: ~15 us fixed on the probe; x2 for PyTorch's replay prologue and older drivers
     # (assumption).
     "graph_replay": KernelCost(
         15e-6, 30e-6, f"~15 us per replay: {_PROBE}; high end x2 (assumption: PyTorch's replay prologue)"
     ),
 }
+# The same op costs the host more on a CUDA tensor than on a CPU tensor (the launch, the stream,
+# the caching allocator): 9.96 us against 3.29 us per op on the H200's host. A host profile times
+# CPU ops, so where the engine runs an op eagerly on a card (eager and compile steps, every
+# prefill) its host seconds are scaled by this. One box measured it; a card profile that measures
+# its own host work (the shipped H200) needs none.
+CUDA_OP_HOST_FACTOR = 9.96 / 3.29
+CUDA_OP_HOST_SOURCE = (
+    f"x{CUDA_OP_HOST_FACTOR:.2f} per eager op on a card: 9.96 us of host time per CUDA op against 3.29 "
+    f"us per CPU op, {_H200}"
+)
 PROFILE_MODE = {"eager": "eager", "compile": "compile", "cuda-graphs": "cuda_graphs"}  # plan -> profile
 
 
@@ -134,7 +147,8 @@ def _part(p: HostPart, mode: str) -> Part | None:
         return Part(0.0, 0.0, cost.kernels.value, cost.graph_nodes.value)
     if cost.host_seconds is None:
         return None
-    return Part(cost.host_seconds.value, cost.host_seconds.spread or 0.0, cost.kernels.value)
+    f = CUDA_OP_HOST_FACTOR
+    return Part(cost.host_seconds.value * f, (cost.host_seconds.spread or 0.0) * f, cost.kernels.value)
 
 
 def host_label(profile: HostProfile, where: str) -> str:
@@ -167,7 +181,7 @@ def modes_from_host(profile: HostProfile, where: str) -> dict[str, Mode]:
 
 
 def prefill_host(profile: HostProfile) -> list[tuple[int, float]]:
-    """(rows, host seconds) of the batched prefill, which runs eagerly in every mode."""
+    """(rows, host seconds on a card) of the batched prefill, which runs eagerly in every mode."""
     part = profile.host.parts.get("prefill")  # type: ignore[call-overload]
     if part is None:
         return []
@@ -176,7 +190,7 @@ def prefill_host(profile: HostProfile) -> list[tuple[int, float]]:
         eager = p.modes.get("eager")
         if eager is not None and eager.host_seconds is not None:
             gap = eager.kernels.value * KERNEL_COSTS["launch_gap"].at("mid")
-            out.append((p.size, max(eager.host_seconds.value, gap)))
+            out.append((p.size, max(eager.host_seconds.value * CUDA_OP_HOST_FACTOR, gap)))
     return out
 
 

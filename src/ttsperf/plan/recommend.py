@@ -31,16 +31,38 @@ def capacity(r: PlanRow) -> float | None:
     return r.max_streams if r.max_streams is not None else r.max_rate_rps
 
 
+# Why two cards are tied, as the answer and the table's legend say it.
+TIE_RULE = f"capacities within the search's {RESOLUTION:.0%}, or both bound by the host within their ranges"
+
+
+def _span(r: PlanRow) -> tuple[float, float] | None:
+    """A row's capacity range over its overhead's sources ([c, c] for a card measured as it is)."""
+    c = capacity(r)
+    low_high = r.max_streams_range or r.max_rate_range
+    if c is None:
+        return None
+    return (min(low_high[0], c), max(low_high[1], c)) if low_high else (c, c)
+
+
+def _tied(a: PlanRow, b: PlanRow) -> bool:
+    """The simulation cannot order the two: their capacities are within the search's resolution,
+    or the host core binds both and their ranges overlap. Where the host binds, the card's own
+    speed barely moves the load it carries, so what separates two such cards is the host's
+    range, not the cards (docs/PLANNING.md, "Ties")."""
+    ca, cb = capacity(a), capacity(b)
+    if not ca or not cb:
+        return False
+    if abs(ca - cb) <= RESOLUTION * max(ca, cb):
+        return True
+    sa, sb = _span(a), _span(b)
+    host = a.binding == "host" and b.binding == "host"
+    return bool(host and sa and sb and sa[0] <= sb[1] and sb[0] <= sa[1])
+
+
 def mark_ties(rows: list[PlanRow]) -> None:
-    """Each row's `tied_with`: the other cards whose capacity is within the search's resolution
-    of its own (the simulation cannot order them; docs/PLANNING.md, "Ties")."""
+    """Each row's `tied_with`: the other cards the simulation cannot order it against (_tied)."""
     for r in rows:
-        a = capacity(r)
-        r.tied_with = [
-            o.gpu
-            for o in rows
-            if o is not r and a and (b := capacity(o)) and abs(a - b) <= RESOLUTION * max(a, b)
-        ]
+        r.tied_with = [o.gpu for o in rows if o is not r and _tied(r, o)]
 
 
 def tie_groups(rows: list[PlanRow]) -> list[list[str]]:
@@ -133,11 +155,7 @@ def _cheapest(ok: list[PlanRow], key: str, prices: Mapping[str, Price]) -> tuple
         best = min(priced, key=lambda r: (getattr(r, key), r.gpus_needed, r.p99_s or math.inf))
         cur, source = best.currency, price_source(best, prices)
         tied = tied_priced(best, priced)
-        ties = (
-            f" (tied with {', '.join(tied)}: capacities within the search's {RESOLUTION:.0%}, picked by cost)"
-            if tied
-            else ""
-        )
+        ties = f" (tied with {', '.join(tied)}: {TIE_RULE}; picked by cost)" if tied else ""
         return best, (
             f"{best.gpus_needed} x {best.gpu} at {money(best.usd_per_hour, cur)}/h "
             f"({money(best.usd_per_audio_hour, cur)} per audio hour) is the cheapest that meets it"

@@ -22,7 +22,7 @@ from ttsperf.plan.memory import Workload
 from ttsperf.plan.overhead import default_modes
 from ttsperf.plan.scenarios import Scenario, meets
 from ttsperf.plan.simulate import EngineModel, Load, SimResult, simulate
-from ttsperf.plan.steptime import MODE_FLAGS, Mode
+from ttsperf.plan.steptime import GRAPHS_MAX_BATCH, MODE_FLAGS, Mode
 
 
 @dataclass
@@ -210,7 +210,9 @@ def search(q: Search, maxb: int) -> tuple[Searched, list[str]]:
 
     if q.card.profiled:  # measured in one mode: plan that mode, as measured
         name = q.card.mode if q.card.mode in MODE_FLAGS else "eager"
-        mode = Mode(name, MODE_FLAGS[name], 0.0, 0.0, 0.0, "as profiled")
+        # a graphed card runs graphs only up to the rows serve captures: plan and print that batch
+        cap = GRAPHS_MAX_BATCH if name == "cuda-graphs" else None
+        mode = Mode(name, MODE_FLAGS[name], 0.0, 0.0, 0.0, "as profiled", max_batch=cap)
         return capacity_at(q, cand(mode, None, None)), [
             f"{mode.name} as profiled (first chunk {w.first_chunk_steps} steps)"
         ]
@@ -294,8 +296,10 @@ def _search_first_chunk(q: Search, best: Searched) -> tuple[Searched, list[int]]
         return best, fcs
     ladder = sorted(set(FIRST_CHUNK_LADDER) | {w.first_chunk_steps})
     i = ladder.index(w.first_chunk_steps)
-    b0 = binding(best, q.scenario, q.kind)[0]
-    direction = -1 if b0 in ("ttfa", "host") else 1 if b0 == "underrun" else 0
+    limit, _, fixed = _what_binds(best, q.scenario, q.kind)
+    # a smaller first chunk relieves TTFA (and a latency the fixed overhead sets); a larger one
+    # relieves underruns, whatever sets the step
+    direction = 1 if limit == "underrun" else -1 if limit == "ttfa" or fixed else 0
     while direction and 0 <= i + direction < len(ladder):
         i += direction
         c = replace(best.candidate, first_chunk_steps=ladder[i])
@@ -356,21 +360,32 @@ def _fluid(q: Search, engine: EngineModel) -> float | None:
 
 def binding(t: Searched, scenario: Scenario, kind: str) -> tuple[str | None, str]:
     """What stops more load per GPU at this setting, and how the plan knows: the batch (full), or
-    the first SLO limit the least load that missed it breaks (`host` when that limit is a latency
-    and most of a step is fixed overhead). None when no simulated load missed the SLO."""
+    the first SLO limit the least load that missed it breaks (`host` when most of a step is fixed
+    overhead, whichever limit it breaks: the card's bandwidth and compute then barely move the
+    load). None when no simulated load missed the SLO."""
+    limit, how, fixed = _what_binds(t, scenario, kind)
+    if fixed:
+        return "host", how + ": the host's launches, not the card, bind"
+    return limit, how
+
+
+def _what_binds(t: Searched, scenario: Scenario, kind: str) -> tuple[str | None, str, bool]:
+    """binding()'s limit before the host is named, how, and whether fixed overhead sets the step."""
     cap, engine, c = t.cap, t.engine, t.candidate
     if not scenario.slo:
-        return "throughput", f"no latency bound: the card saturated at {engine.max_batch} rows"
+        return "throughput", f"no latency bound: the card saturated at {engine.max_batch} rows", False
     if kind == "streams" and cap.value >= engine.max_batch:
-        return c.batch_limit, (
-            f"{engine.max_batch} rows fill the batch ({c.batch_limit}); more streams queue for a slot"
+        return (
+            c.batch_limit,
+            (f"{engine.max_batch} rows fill the batch ({c.batch_limit}); more streams queue for a slot"),
+            False,
         )
     r, load = cap.above, cap.above_load
     if r is None or load is None:
-        return None, ""
+        return None, "", False
     failing = [k for k, v in scenario.slo.items() if r.metric(k) > v]
     if not failing:
-        return None, ""
+        return None, "", False
     k = failing[0]
     name = next((n for n in ("ttfa", "underrun", "rtf") if k.startswith(n)), "e2e")
     step = engine.step
@@ -384,6 +399,4 @@ def binding(t: Searched, scenario: Scenario, kind: str) -> tuple[str | None, str
         f"{share:.0%} of a step at batch {b:.0f} is fixed overhead "
         f"({overhead * 1e3:.2f} of {(overhead + device) * 1e3:.2f} ms)"
     )
-    if name in ("ttfa", "e2e", "rtf") and share >= 0.5:
-        return "host", how + ": the host's launches, not the card, bind"
-    return name, how
+    return name, how, share >= 0.5
