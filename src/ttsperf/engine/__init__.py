@@ -1,7 +1,8 @@
 """Continuous-batching inference for ChatTTS: one worker thread owns the model and the device.
 
 The scheduler decides, the runner runs (vLLM v1's split):
-  engine.py     Engine: the public API and the scheduler's turn (admit, step, events)
+  engine.py     Engine: the public API and the scheduler's turn (admit, step, events); the worker
+                thread, drain and shutdown; what /healthz says about the engine
   admission.py  the bounded queue; who joins at a step boundary (rows, prefill token budget)
   lengths.py    how long a row runs; why its result says it stopped
   rows.py       the scheduler's row table, moved with the runner's compaction
@@ -9,8 +10,6 @@ The scheduler decides, the runner runs (vLLM v1's split):
   replies.py    a request's result or error, counted
   oom.py        the OOM policy (decides; the engine applies)
   faults.py     fault injection, chosen at construction
-  worker.py     the worker thread, drain and shutdown
-  health.py     what /healthz says about the engine
   runner.py     the KV slots (sized by it), the step, sampling, audio -> StepOutput
   batch.py      the persistent batch in tensors and its host mirror
   step.py       the decode step, compiled or CUDA-graphed; audio.py: hidden states -> audio
