@@ -4,7 +4,7 @@ running batch at decode-step boundaries (continuous batching).
 The scheduler decides — who joins (admission.py: the queue and the prefill token budget; lengths.py:
 how long each row runs), who leaves and what it hears (emission.py, replies.py), what to do out of
 memory (oom.py), how to drain (Worker, below) — and keeps its own per-row data in a row table
-(rows.py). The runner (runner.py) runs the step over the batch held in tensors and answers with a
+(scheduler_rows.py). The runner (runner.py) runs the step over the batch held in tensors and answers with a
 small step output. Per step the scheduler does NumPy work over the rows, and Python work only for
 the rows an event touches (joining, emitting audio, finishing). Each row keeps its own sampling
 settings and seed (stateless randomness), so its output does not depend on who else is in the batch.
@@ -31,8 +31,8 @@ from ttsperf.engine.emission import Emission
 from ttsperf.engine.faults import inject_oom
 from ttsperf.engine.lengths import LengthPolicy
 from ttsperf.engine.replies import Replies
-from ttsperf.engine.rows import Joining, RowTable
 from ttsperf.engine.runner import Admission, Runner
+from ttsperf.engine.scheduler_rows import Joining, RowTable
 from ttsperf.engine.stats import EngineStats
 from ttsperf.engine.switches import apply_switches
 from ttsperf.engine.types import RequestHandle, SynthRequest, TextTooLong
