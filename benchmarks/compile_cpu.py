@@ -42,8 +42,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
 from _bench_common import machine  # noqa: E402
 
+from ttsperf.engine.decode_step import DecodeStep  # noqa: E402
 from ttsperf.engine.engine import Engine, EngineConfig  # noqa: E402
-from ttsperf.engine.step import DecodeStep  # noqa: E402
 from ttsperf.engine.switches import Switches  # noqa: E402
 from ttsperf.engine.types import SynthRequest  # noqa: E402
 from ttsperf.model.config import get_config  # noqa: E402

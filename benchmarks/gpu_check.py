@@ -41,8 +41,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 aten = torch.ops.aten
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from ttsperf.engine.audio import BatchedAudio, GraphedAudio  # noqa: E402
+from ttsperf.engine.audio import BatchedAudio  # noqa: E402
 from ttsperf.engine.engine import Engine, EngineConfig  # noqa: E402
+from ttsperf.engine.graphs import GraphedAudio  # noqa: E402
 from ttsperf.engine.switches import Switches  # noqa: E402
 from ttsperf.engine.types import SynthRequest  # noqa: E402
 from ttsperf.model.config import get_config  # noqa: E402

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from ttsperf.engine.audio import BatchedAudio, GraphedAudio
+from ttsperf.engine.audio import BatchedAudio
+from ttsperf.engine.graphs import GraphedAudio
 from ttsperf.model.config import TINY
 from ttsperf.model.pipeline import Pipeline
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from ttsperf.engine import oom
-from ttsperf.engine.rows import Joining, RowTable
+from ttsperf.engine.scheduler_rows import Joining, RowTable
 from ttsperf.engine.types import RequestHandle, SynthRequest
 
 

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ttsperf.engine.step import buckets, capture, pick
 from ttsperf.model.weights import ChatTTSModel
 
 
@@ -76,7 +75,7 @@ class Window:
 class BatchedAudio:
     """The engine's audio call. `compile`: the device part (`synthesize`) is one
     torch.compile(dynamic=True) graph, rows and frames symbolic; `cuda_graphs`: it is replayed from
-    CUDA graphs per (rows, steps, frames) bucket (GraphedAudio, below)."""
+    CUDA graphs per (rows, steps, frames) bucket (graphs.py GraphedAudio)."""
 
     def __init__(self, model: ChatTTSModel, lookahead_steps: int, *, compile: bool = False):
         self.model = model
@@ -170,69 +169,6 @@ class BatchedAudio:
         p, args = self.inputs(windows, hidden)
         wav = self.call(*args).detach().cpu().numpy()  # the one copy off the device
         return [wav[r, u0 : u0 + n] for r, (u0, n) in enumerate(zip(p.starts, p.lengths, strict=True))]
-
-
-class GraphedAudio:
-    """The audio call's device part (BatchedAudio.synthesize) replayed from CUDA graphs, one per
-    (rows, steps, frames) bucket over the engine's persistent `hidden`, all captured at start
-    (`warm`), any other on first use, with
-    the decode step's mechanism (engine/step.py `capture`). Padding rows decode nothing (0 steps,
-    0 frames: masked to silence); padding steps and frames are masked as a shorter row's are in a
-    shared call, so each real row's samples are unchanged. Larger calls, or another `hidden`, run
-    eagerly. `capture=False` runs the padded call eagerly instead (the padding checked on a CPU)."""
-
-    def __init__(self, synthesize: SynthFn, max_rows: int, max_steps: int, *, capture: bool = True):
-        self.synthesize, self.capture = synthesize, capture
-        self.row_sizes, self.step_sizes = buckets(max_rows, 1), buckets(max_steps, 32)
-        self.frame_sizes = buckets(2 * max_steps, 64)
-        self.graphs: dict[tuple, tuple[torch.Tensor, Callable[[], torch.Tensor]]] = {}
-        self.eager_calls = 0
-        self._pool = None
-
-    def reachable(self) -> list[tuple[int, int, int]]:
-        """Every (rows, steps, frames) bucket a call can use: a row's frames are at most twice
-        its steps, so a call's frame bucket is at most the one of twice its step bucket."""
-        return [
-            (rows, steps, frames)
-            for rows in self.row_sizes
-            for steps in self.step_sizes
-            for frames in self.frame_sizes
-            if frames <= pick(2 * steps, self.frame_sizes)
-        ]
-
-    def warm(self, hidden: torch.Tensor) -> int:
-        """Capture every reachable bucket over `hidden` now -> how many were new."""
-        new = [sizes for sizes in self.reachable() if (hidden.data_ptr(), *sizes) not in self.graphs]
-        for sizes in new:
-            self.graphs[(hidden.data_ptr(), *sizes)] = self._record(hidden, *sizes)
-        return len(new)
-
-    def __call__(self, hidden: torch.Tensor, index: torch.Tensor, steps: int, frames: int) -> torch.Tensor:
-        n = index.shape[1]
-        sizes = pick(n, self.row_sizes), pick(steps, self.step_sizes), pick(frames, self.frame_sizes)
-        if None in sizes:
-            self.eager_calls += 1
-            return self.synthesize(hidden, index, steps, frames)
-        key = (hidden.data_ptr(), *sizes)
-        if key not in self.graphs:
-            self.graphs[key] = self._record(hidden, *sizes)
-        static, replay = self.graphs[key]
-        static.zero_()
-        static[:, :n] = index
-        return replay()[:n]
-
-    def _record(self, hidden: torch.Tensor, rows: int, steps: int, frames: int):
-        """-> the bucket's static index and its replay (which returns the static output)."""
-        static = torch.zeros(5, rows, dtype=torch.long, device=hidden.device)
-
-        def run() -> torch.Tensor:
-            return self.synthesize(hidden, static, steps, frames)
-
-        if not self.capture:
-            return static, run
-        graph, out = capture(run, self._pool)
-        self._pool = graph.pool()
-        return static, lambda: (graph.replay(), out)[1]
 
 
 class AudioDecoder:

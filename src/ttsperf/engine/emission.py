@@ -12,8 +12,8 @@ import numpy as np
 
 from ttsperf.engine.audio import Window
 from ttsperf.engine.replies import Replies
-from ttsperf.engine.rows import RowTable
 from ttsperf.engine.runner import Runner, StepOutput
+from ttsperf.engine.scheduler_rows import RowTable
 from ttsperf.engine.stats import EngineStats
 from ttsperf.engine.types import AudioChunk, RequestHandle
 

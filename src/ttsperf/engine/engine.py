@@ -3,19 +3,24 @@ running batch at decode-step boundaries (continuous batching).
 
 The scheduler decides — who joins (admission.py: the queue and the prefill token budget; lengths.py:
 how long each row runs), who leaves and what it hears (emission.py, replies.py), what to do out of
-memory (oom.py), how to drain (worker.py) — and keeps its own per-row data in a row table
-(rows.py). The runner (runner.py) runs the step over the batch held in tensors and answers with a
+memory (oom.py), how to drain (Worker, below) — and keeps its own per-row data in a row table
+(scheduler_rows.py). The runner (runner.py) runs the step over the batch held in tensors and answers with a
 small step output. Per step the scheduler does NumPy work over the rows, and Python work only for
 the rows an event touches (joining, emitting audio, finishing). Each row keeps its own sampling
 settings and seed (stateless randomness), so its output does not depend on who else is in the batch.
+
+The worker thread and what the engine says about itself (describe) live here, beside the Engine
+whose turn and state they read: as modules of their own they and engine.py imported each other.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
 from collections.abc import Callable
+from dataclasses import asdict
 
 import torch
 
@@ -24,15 +29,13 @@ from ttsperf.engine.admission import RequestQueue
 from ttsperf.engine.config import EngineConfig, Switches, default_queue
 from ttsperf.engine.emission import Emission
 from ttsperf.engine.faults import inject_oom
-from ttsperf.engine.health import describe
 from ttsperf.engine.lengths import LengthPolicy
 from ttsperf.engine.replies import Replies
-from ttsperf.engine.rows import Joining, RowTable
 from ttsperf.engine.runner import Admission, Runner
+from ttsperf.engine.scheduler_rows import Joining, RowTable
 from ttsperf.engine.stats import EngineStats
 from ttsperf.engine.switches import apply_switches
 from ttsperf.engine.types import RequestHandle, SynthRequest, TextTooLong
-from ttsperf.engine.worker import Worker
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import row_seeds
 
@@ -152,7 +155,30 @@ class Engine:
         return self.table.size
 
     def describe(self) -> dict:
-        return describe(self)
+        """What the engine says about itself (/healthz, profiles): its settings, batch limits,
+        memory, switches and what its decode step compiled or captured."""
+        config, runner, step = self.config, self.runner, self.decode_step
+        graphed, audio = runner.graphed, runner.graphed_audio
+        return {
+            "config": {**asdict(config), "inject_oom_at_steps": sorted(config.inject_oom_at_steps)},
+            "max_batch": self.max_batch,
+            "effective_max_batch": self.effective_max_batch,
+            "max_queue": self.max_queue,
+            "kv_bytes": runner.slots.nbytes,
+            "switches": self.switch_report,
+            "decode_step": {
+                "compiled_graphs": step.compiles,
+                "compile_seconds": round(step.compile_seconds, 3),
+                "cuda_graphs": sorted(graphed.graphs) if graphed else [],
+                "eager_fallback_steps": graphed.eager_steps if graphed else 0,
+            },
+            "audio_graphs": sorted(k[1:] for k in audio.graphs) if audio else [],
+            "warmed": self.warmed,  # what start() built before the first request
+            "device": str(self.pipe.device),
+            "model": self.pipe.cfg.name,
+            "sample_rate": self.pipe.cfg.sample_rate,
+            "weights": "synthetic" if self.pipe.synthetic else "assets",
+        }
 
     # ------------------------------------------------------------------ the worker's turn
 
@@ -253,3 +279,44 @@ class Engine:
         if shrink.max_batch is not None:
             self.effective_max_batch = shrink.max_batch
         self.queue.put_back(shrink.back)
+
+
+class Worker:
+    """The one thread that owns the model and the device: it waits for work, runs the scheduler's
+    turns (admit, then one step), and on stop either drains — answers everything accepted first — or
+    answers what is left 'shutdown'. A bug in a turn answers the running rows 'internal' and goes on:
+    no request is left unanswered."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.thread = threading.Thread(target=self._run, name="ttsperf-engine", daemon=True)
+
+    def _run(self) -> None:
+        e, queue = self.engine, self.engine.queue
+        with e._contexts():
+            while queue.wait_for_work(e.running()):
+                try:
+                    e._turn()
+                except Exception as exc:  # noqa: BLE001 - a bug must not leave requests unanswered
+                    for handle in e.table.handles():
+                        e.replies.fail(handle, "internal", f"{type(exc).__name__}: {exc}")
+                    e._keep(0)
+                e.after_turn()
+        with queue.lock:  # stopped without drain: everything left is answered, not dropped
+            left = queue.clear() + e.table.handles()
+            e.table.truncate(0)
+        for handle in left:
+            e.replies.fail(handle, "shutdown", "the server is shutting down")
+        e.after_turn()
+
+    def stop(self, drain: bool, timeout: float | None) -> None:
+        """Stop admitting; with drain, answer everything accepted first, else fail it (shutdown)."""
+        queue = self.engine.queue
+        queue.close(stop=not drain)
+        if drain:
+            deadline = None if timeout is None else time.monotonic() + timeout
+            while self.engine.pending() and (deadline is None or time.monotonic() < deadline):
+                time.sleep(0.01)
+            queue.close(stop=True)
+        if self.thread.is_alive():
+            self.thread.join(timeout)

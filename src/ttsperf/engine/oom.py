@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ttsperf.engine.rows import RowTable
+from ttsperf.engine.scheduler_rows import RowTable
 from ttsperf.engine.types import RequestHandle
 
 

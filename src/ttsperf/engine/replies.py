@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from ttsperf.engine.lengths import length_source
-from ttsperf.engine.rows import RowTable
+from ttsperf.engine.scheduler_rows import RowTable
 from ttsperf.engine.stats import EngineStats
 from ttsperf.engine.types import ErrorKind, RequestHandle, SynthError, SynthResult
 

@@ -19,11 +19,12 @@ import numpy as np
 import psutil
 import torch
 
-from ttsperf.engine.audio import BatchedAudio, GraphedAudio, Window
-from ttsperf.engine.batch import BatchState
+from ttsperf.engine.audio import BatchedAudio, Window
 from ttsperf.engine.config import AUTO_BATCH_CAP
+from ttsperf.engine.decode_step import DecodeStep
+from ttsperf.engine.device_batch import BatchState
+from ttsperf.engine.graphs import GraphedAudio, GraphedStep
 from ttsperf.engine.oom import is_oom
-from ttsperf.engine.step import DecodeStep, GraphedStep
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline

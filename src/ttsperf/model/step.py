@@ -10,8 +10,8 @@ no host read, so the engine can compile it or capture it in a CUDA graph.
 
 It lives in `model`, not `engine`: data flows model -> engine (docs/ARCHITECTURE.md), and the pipeline and
 the export are model-level users of the same step. The engine adds what serving needs around it
-(engine/step.py: compile and CUDA graphs; engine/batch.py: the host's mirror, rows joining and
-leaving).
+(engine/decode_step.py: compile; engine/graphs.py: CUDA graphs; engine/device_batch.py: the host's
+mirror, rows joining and leaving).
 """
 
 from __future__ import annotations

@@ -249,6 +249,23 @@ def _from_run(s: PlanSettings, srv: RunServer | None) -> tuple[PlanSettings, dic
     return out, info
 
 
+def _check_runs(card: Card, dt: str, config: str, max_batch: int | None, server: dict | None) -> None:
+    """Refuse, in one line, a prediction plan cannot make: a non-chattts profile without the
+    server's max batch (the memory model is chattts's), or a dtype the card cannot run."""
+    if config != "chattts" and max_batch is None:
+        raise UserError(
+            f"--max-batch: expected the server's max batch with a {config} profile "
+            "(plan's memory model is chattts's)"
+        )
+    if card.step is None:
+        ran = (
+            " (the dtype the run's server ran: --dtype names another)"
+            if server and "dtype" in server["taken"]
+            else ""
+        )
+        raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note}){ran}")
+
+
 def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
     """Simulate one device at one load: `settings`, or keyword arguments named as its fields."""
     if settings is not None and fields:
@@ -265,18 +282,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         prompt_tokens = lk.prompt_tokens or prompt_tokens
     first_chunk_steps = s.first_chunk()
     card, dt, config, basis, measured_batch = _device(s.profile, s.gpus, s.dtype, s.mode)
-    if config != "chattts" and max_batch is None:
-        raise UserError(
-            f"--max-batch: expected the server's max batch with a {config} profile "
-            "(plan's memory model is chattts's)"
-        )
-    if card.step is None:
-        ran = (
-            " (the dtype the run's server ran: --dtype names another)"
-            if server and "dtype" in server["taken"]
-            else ""
-        )
-        raise UserError(f"--dtype {dt}: {card.name} cannot run it ({card.note}){ran}")
+    _check_runs(card, dt, config, max_batch, server)
     step, mode_cap, basis = _card_step(card, s, basis)
     if lk is not None:  # the run's own lengths, in the order it sent them
         lengths = [(a, prompt_tokens if p is None else int(p)) for a, p in lk.lengths]

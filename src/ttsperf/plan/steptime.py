@@ -42,7 +42,7 @@ class Span(NamedTuple):
 # The engine settings ttsperf serve offers (the flag that selects each). What each costs per step
 # comes from a host profile (plan/overhead.py): measured host work and counted kernels.
 MODE_FLAGS = {"eager": "", "compile": "--compile", "cuda-graphs": "--cuda-graphs"}
-GRAPHS_MAX_BATCH = 256  # GraphedStep captures up to 256 rows (engine/step.py); beyond, eager steps
+GRAPHS_MAX_BATCH = 256  # GraphedStep captures up to 256 rows (engine/graphs.py); beyond, eager steps
 
 
 @dataclass(frozen=True)

@@ -3,12 +3,13 @@ and how many device kernels it launches — measured on a CPU, no GPU needed.
 
     ttsperf profile --host -o host.json
 
-Host seconds: the engine's own code path (the runner's step, prefill and audio call: engine/
-runner.py, engine/step.py, engine/audio.py) on the `skeleton` config — chattts's op graph at widths
-where compute vanishes — one torch thread, median of repeats. What is left is Python, the
-dispatcher and the ops' fixed cost: the work a GPU's host does per call. Kernels: the same calls on
-`chattts` on the meta device (no compute), counted per profile/kernels.py; compile counts Inductor's
-generated kernels for the skeleton's graph (the same ops as chattts's).
+Host seconds: the engine's own code path (the runner's step, prefill and audio call:
+engine/runner.py, engine/decode_step.py, engine/graphs.py, engine/audio.py) on the `skeleton` config
+— chattts's op graph at widths where compute vanishes — one torch thread, median of repeats. What is
+left is Python, the dispatcher and the ops' fixed cost: the work a GPU's host does per call.
+Kernels: the same calls on `chattts` on the meta device (no compute), counted per
+profile/kernels.py; compile counts Inductor's generated kernels for the skeleton's graph (the same
+ops as chattts's).
 
 Parts (the engine's device calls per step, engine/runner.py): decode = Runner.step (forward, code
 heads, sampling, state update, the one device-to-host copy); prefill = Runner.prefill (the joining
@@ -27,8 +28,8 @@ import torch
 
 from ttsperf import __version__
 from ttsperf.engine.audio import BatchedAudio, Window
+from ttsperf.engine.graphs import GraphedStep
 from ttsperf.engine.runner import Admission, Runner
-from ttsperf.engine.step import GraphedStep
 from ttsperf.model.config import CHATTTS, SKELETON, ModelConfig
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import SamplingParams
@@ -218,7 +219,7 @@ def count_decode(r: Runner, b: int) -> Counts:
 def count_prefill(r: Runner, rows: int) -> Counts:
     r.state.truncate(0)
     n = kernels(lambda: r.prefill(admissions(rows)))
-    return Counts(n, 0, 0, n)  # not compiled, not captured (engine/step.py)
+    return Counts(n, 0, 0, n)  # not compiled, not captured (engine/decode_step.py, graphs.py)
 
 
 def count_audio(r: Runner, rows: int) -> Counts:

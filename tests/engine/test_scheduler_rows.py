@@ -8,8 +8,8 @@ from collections import deque
 import numpy as np
 import torch
 
-from ttsperf.engine.batch import BatchState
-from ttsperf.engine.rows import Joining, RowTable
+from ttsperf.engine.device_batch import BatchState
+from ttsperf.engine.scheduler_rows import Joining, RowTable
 from ttsperf.engine.types import RequestHandle, SynthRequest
 from ttsperf.model.sampling import RowParams, SamplingParams, seed_key
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from ttsperf.engine.engine import Engine, EngineConfig
-from ttsperf.engine.step import GraphedStep, buckets, pick
+from ttsperf.engine.graphs import GraphedStep, buckets, pick
 from ttsperf.engine.switches import Switches
 from ttsperf.engine.types import SynthRequest, SynthResult
 from ttsperf.model.config import TINY

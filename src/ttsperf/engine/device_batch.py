@@ -6,7 +6,7 @@ the last rows into the freed slots (one indexed copy per tensor for all the move
 
 The runner keeps a host mirror of what it needs per row (`HostMirror`), refreshed from one
 device-to-host copy per step. What the scheduler keeps per row (deadlines, emit schedule, limits)
-is its own (rows.py), moved with the same moves. The tensors and the step's update of them
+is its own (scheduler_rows.py), moved with the same moves. The tensors and the step's update of them
 (`Rows`, `Rows.accept`) are model/step.py's, which the pipeline runs too.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ttsperf.engine.batch import BatchState
+from ttsperf.engine.device_batch import BatchState
 from ttsperf.model.sampling import RowParams, SamplingParams, seed_key
 
 

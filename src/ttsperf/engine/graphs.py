@@ -1,0 +1,189 @@
+"""CUDA graphs of the engine's two device calls, captured at start (ready means warm) and replayed:
+the decode step (`GraphedStep`: decode + sampling + state update, per (batch bucket, context
+bucket, candidates)) and the audio call (`GraphedAudio`: Decoder+Vocos, per (rows, steps, frames)
+bucket). Both pad to doubling size buckets (`buckets`) and share one capture (`capture`).
+
+The step's graphs are captured over the engine's preallocated KV slots and batch tensors. Neither
+ever moves, so a graph reads and writes them in place, with no copies. Batches above the largest
+captured bucket run eagerly (a large batch amortises the launches; its graphs would only cost
+memory). Not `mode="reduce-overhead"`: its graph trees re-record for every new shape and copy
+inputs whose address is not static, and our context length changes every step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ttsperf.engine.audio import SynthFn
+
+StepRun = Callable[[int, int, int], None]  # (batch, context length, candidates): the whole step
+
+
+def buckets(limit: int, first: int) -> list[int]:
+    """first, 2*first, 4*first, ... below `limit`, then `limit` itself."""
+    out, b = [], first
+    while b < limit:
+        out.append(b)
+        b *= 2
+    return [*out, limit]
+
+
+def pick(value: int, sizes: list[int]) -> int | None:
+    return next((s for s in sizes if s >= value), None)
+
+
+def capture(
+    run: Callable[[], object], pool, before: Callable[[], object] = lambda: None
+) -> tuple[torch.cuda.CUDAGraph, object]:
+    """Warm `run` up twice on a side stream (cuBLAS workspaces, compile), then record it in a CUDA
+    graph sharing memory `pool`; `before` runs ahead of each (puts state back). -> (graph, output)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            before()
+            run()
+    torch.cuda.current_stream().wait_stream(side)
+    before()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph, pool=pool):
+        out = run()
+    return graph, out
+
+
+class GraphedStep:
+    """CUDA graphs of the whole step — decode, sampling, state update — one per (batch bucket,
+    context bucket, candidates), all captured at start (`warm`: ready means warm), any other on
+    first use. `capture=False` runs each bucket's padded step eagerly instead (the padding and
+    the bucket bookkeeping checked on a CPU). `run(b, length, top)` is the eager step
+    (Runner.run_step); it reads and writes only the persistent batch tensors and the KV slots,
+    whose addresses never change, so a replay needs no input copies and no output clones.
+
+    Rows past the live batch are padding: free slots at position 0, marked done so they take
+    nothing (a free slot's next prefill overwrites it); their outputs are never read."""
+
+    # Up to 256 rows, as ChatTTS's own vLLM port captures: a 0.28 B model's step is launch-bound
+    # well past batch 64 on a data-centre GPU, so eager steps there would give the overhead back.
+    def __init__(
+        self, run: StepRun, state, max_len: int, *, max_graph_batch: int = 256, capture: bool = True
+    ):
+        self.run, self.state, self.capture = run, state, capture
+        max_batch = state.codes.shape[0]
+        self.batch_sizes = buckets(min(max_batch, max_graph_batch), 1)
+        self.context_sizes = buckets(max_len, 256)
+        self.graphs: dict[tuple[int, int, int], Callable[[], None]] = {}
+        self.eager_steps = 0
+        self._pool = None
+
+    def reachable(self, tops: list[int]) -> list[tuple[int, int, int]]:
+        """Every graph a step can replay: each batch and context bucket, each candidates width."""
+        return [(bb, lb, top) for bb in self.batch_sizes for lb in self.context_sizes for top in tops]
+
+    def warm(self, tops: list[int]) -> int:
+        """Capture every reachable graph now -> how many were new."""
+        new = [key for key in self.reachable(tops) if key not in self.graphs]
+        for key in new:
+            self.graphs[key] = self._capture(*key)
+        return len(new)
+
+    def key(self, b: int, length: int, top: int) -> tuple[int, int, int] | None:
+        """The graph a step replays: (batch bucket, context bucket, candidates); None: too large."""
+        bb, lb = pick(b, self.batch_sizes), pick(length, self.context_sizes)
+        return None if bb is None or lb is None else (bb, lb, top)
+
+    def __call__(self, b: int, length: int, top: int) -> None:
+        key = self.key(b, length, top)
+        if key is None:
+            self.eager_steps += 1
+            return self.run(b, length, top)
+        bb = key[0]
+        self.state.positions[b:bb] = 0
+        self.state.done[b:bb] = True
+        replay = self.graphs.get(key)
+        if replay is None:
+            replay = self.graphs[key] = self._capture(*key)
+        replay()
+
+    def _capture(self, bb: int, lb: int, top: int) -> Callable[[], None]:
+        """Warm up on a side stream (cuBLAS workspaces, compile), then record, then put the batch
+        state back as it was: warm-up and recording each ran the step once. (Their K/V and kept
+        hidden-state writes repeat at the same places with the same inputs: no restoring.)"""
+        if not self.capture:
+            return lambda: self.run(bb, lb, top)
+        saved = [t[:bb].clone() for t in self._restorable()]
+        graph, _ = capture(lambda: self.run(bb, lb, top), self._pool, lambda: self._restore(saved, bb))
+        self._pool = graph.pool()
+        self._restore(saved, bb)
+        return graph.replay
+
+    def _restorable(self) -> list[torch.Tensor]:
+        return [t for t in self.state.tensors() if t is not self.state.hidden]
+
+    def _restore(self, saved: list[torch.Tensor], bb: int) -> None:
+        for t, copy in zip(self._restorable(), saved, strict=True):
+            t[:bb].copy_(copy)
+
+
+class GraphedAudio:
+    """The audio call's device part (BatchedAudio.synthesize) replayed from CUDA graphs, one per
+    (rows, steps, frames) bucket over the engine's persistent `hidden`, all captured at start
+    (`warm`), any other on first use, with
+    the decode step's mechanism (`capture`, above). Padding rows decode nothing (0 steps,
+    0 frames: masked to silence); padding steps and frames are masked as a shorter row's are in a
+    shared call, so each real row's samples are unchanged. Larger calls, or another `hidden`, run
+    eagerly. `capture=False` runs the padded call eagerly instead (the padding checked on a CPU)."""
+
+    def __init__(self, synthesize: SynthFn, max_rows: int, max_steps: int, *, capture: bool = True):
+        self.synthesize, self.capture = synthesize, capture
+        self.row_sizes, self.step_sizes = buckets(max_rows, 1), buckets(max_steps, 32)
+        self.frame_sizes = buckets(2 * max_steps, 64)
+        self.graphs: dict[tuple, tuple[torch.Tensor, Callable[[], torch.Tensor]]] = {}
+        self.eager_calls = 0
+        self._pool = None
+
+    def reachable(self) -> list[tuple[int, int, int]]:
+        """Every (rows, steps, frames) bucket a call can use: a row's frames are at most twice
+        its steps, so a call's frame bucket is at most the one of twice its step bucket."""
+        return [
+            (rows, steps, frames)
+            for rows in self.row_sizes
+            for steps in self.step_sizes
+            for frames in self.frame_sizes
+            if frames <= pick(2 * steps, self.frame_sizes)
+        ]
+
+    def warm(self, hidden: torch.Tensor) -> int:
+        """Capture every reachable bucket over `hidden` now -> how many were new."""
+        new = [sizes for sizes in self.reachable() if (hidden.data_ptr(), *sizes) not in self.graphs]
+        for sizes in new:
+            self.graphs[(hidden.data_ptr(), *sizes)] = self._record(hidden, *sizes)
+        return len(new)
+
+    def __call__(self, hidden: torch.Tensor, index: torch.Tensor, steps: int, frames: int) -> torch.Tensor:
+        n = index.shape[1]
+        sizes = pick(n, self.row_sizes), pick(steps, self.step_sizes), pick(frames, self.frame_sizes)
+        if None in sizes:
+            self.eager_calls += 1
+            return self.synthesize(hidden, index, steps, frames)
+        key = (hidden.data_ptr(), *sizes)
+        if key not in self.graphs:
+            self.graphs[key] = self._record(hidden, *sizes)
+        static, replay = self.graphs[key]
+        static.zero_()
+        static[:, :n] = index
+        return replay()[:n]
+
+    def _record(self, hidden: torch.Tensor, rows: int, steps: int, frames: int):
+        """-> the bucket's static index and its replay (which returns the static output)."""
+        static = torch.zeros(5, rows, dtype=torch.long, device=hidden.device)
+
+        def run() -> torch.Tensor:
+            return self.synthesize(hidden, static, steps, frames)
+
+        if not self.capture:
+            return static, run
+        graph, out = capture(run, self._pool)
+        self._pool = graph.pool()
+        return static, lambda: (graph.replay(), out)[1]
