@@ -153,7 +153,7 @@ def _gpus_here_or_exit(s: ServeSettings, settings) -> None:
     # autoscaling from 0 still needs room for the first replica a request brings
     replicas, each = max(1, settings.first_replicas), settings.gpus_per_replica
     have = gpus_here()
-    if have >= replicas * each:
+    if have is None or have >= replicas * each:  # None: Ray's count unknown; the start timeout bounds it
         return
     flag = f"--device {s.device}" if s.device.startswith("cuda") else f"--gpus-per-replica {each:g}"
     raise UserError(

@@ -109,25 +109,19 @@ def starts_here(address: str | None) -> bool:
     return address is None and not os.environ.get("RAY_ADDRESS")
 
 
-def gpus_here() -> int:
-    """GPUs a Ray cluster started on this machine gets, counted as Ray counts them: NVML's devices,
-    at most as many as CUDA_VISIBLE_DEVICES names (0 without an NVIDIA driver)."""
-    import os
-
-    import pynvml
-
+def gpus_here() -> int | None:
+    """The GPUs a Ray cluster started on this machine gets, counted by Ray's own code (NVIDIA, AMD,
+    Intel... narrowed by CUDA_VISIBLE_DEVICES and the like), as ray.init will count them; None when
+    that code is not where Ray 2.60 has it (private): then the start timeout alone bounds the wait."""
     try:
-        pynvml.nvmlInit()
-    except pynvml.NVMLError:
-        return 0
-    try:
-        count = pynvml.nvmlDeviceGetCount()
-    finally:
-        pynvml.nvmlShutdown()
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        count = min(count, len([d for d in visible.split(",") if d.strip()]))
-    return count
+        from ray._private.accelerators import get_accelerator_manager_for_resource
+
+        manager = get_accelerator_manager_for_resource("GPU")
+        count = manager.get_current_node_num_accelerators()
+        visible = manager.get_current_process_visible_accelerator_ids()
+    except (ImportError, AttributeError):
+        return None
+    return count if visible is None else min(count, len(visible))
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:
