@@ -101,8 +101,8 @@ def test_deployment_options_follow_the_flags():
 # Issue 35: on a machine without a GPU, the README's command hung (Ray: "No available node types can
 # fulfill resource request {'GPU': 1.0}" every 30 s). Without --address Ray starts here: refused before.
 NO_GPU_HERE = (
-    "error: --device cuda: 1 replica at 1 GPU each need 1 GPU, this machine has 0 (without --address, "
-    "Ray runs here); use --device cpu, or --address a Ray cluster with GPUs"
+    "error: --device cuda: 1 replica needs 1 GPU, this machine has 0 (without --address, Ray runs here); "
+    "use --device cpu, or --address a Ray cluster with GPUs"
 )
 
 
@@ -137,13 +137,13 @@ def test_too_few_gpus_for_the_replicas_names_the_count(monkeypatch):
     monkeypatch.setattr(ray_deployment, "gpus_here", lambda: 1)
     result = serve("--ray", "--replicas", "2", "--device", "cuda")
     assert result.exit_code == 2 and result.output.strip() == (
-        "error: --device cuda: 2 replicas at 1 GPU each need 2 GPU, this machine has 1 (without --address, "
-        "Ray runs here); use --device cpu, or --address a Ray cluster with GPUs"
+        "error: --device cuda: 2 replicas need 2 GPU, this machine has 1 (without --address, Ray runs "
+        "here); use --device cpu, or --address a Ray cluster with GPUs"
     )
     monkeypatch.setattr(ray_deployment, "gpus_here", lambda: 0)
     result = serve("--ray", "--gpus-per-replica", "0.5")  # on cpu: reserving GPUs is the flag's doing
     assert result.exit_code == 2 and result.output.startswith(
-        "error: --gpus-per-replica 0.5: 1 replica at 0.5 GPU each need 0.5 GPU, this machine has 0"
+        "error: --gpus-per-replica 0.5: 1 replica needs 0.5 GPU, this machine has 0"
     )
 
 

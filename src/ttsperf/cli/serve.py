@@ -156,10 +156,10 @@ def _gpus_here_or_exit(s: ServeSettings, settings) -> None:
     if have is None or have >= replicas * each:  # None: Ray's count unknown; the start timeout bounds it
         return
     flag = f"--device {s.device}" if s.device.startswith("cuda") else f"--gpus-per-replica {each:g}"
+    need = f"1 replica needs {each:g}" if replicas == 1 else f"{replicas} replicas need {replicas * each:g}"
     raise UserError(
-        f"{flag}: {replicas} replica{'s' * (replicas > 1)} at {each:g} GPU each need {replicas * each:g} "
-        f"GPU, this machine has {have} (without --address, Ray runs here); use --device cpu, or "
-        "--address a Ray cluster with GPUs"
+        f"{flag}: {need} GPU, this machine has {have} (without --address, Ray runs here); use --device "
+        "cpu, or --address a Ray cluster with GPUs"
     )
 
 
