@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -46,3 +51,23 @@ def test_int8_weights_count_their_int8_bytes(tiny_pipe):
     quantize_int8(pipe.model.gpt)
     after = tensor_bytes(linear.weight)  # int8 data + an fp32 scale and an int8 zero point per row
     assert after == linear.weight.qdata.numel() + (4 + 1) * linear.weight.shape[0] and after < before / 3
+
+
+def test_cuda_where_there_is_none_is_one_line_before_any_variant(tmp_path):
+    """Issue 35: `profile --device cuda --optimizations` ran 15 s (a variant's process loading a
+    model) before it failed. Now the device is checked first, in one line."""
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TTSPERF_")},
+        "CUDA_VISIBLE_DEVICES": "",
+    }
+    ttsperf = str(Path(sys.executable).with_name("ttsperf"))
+    started = time.monotonic()
+    r = subprocess.run(
+        [ttsperf, "profile", "--device", "cuda", "--optimizations"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    lines = r.stderr.strip().splitlines()
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+    # before: "error: variant 'fp32 (baseline)' failed: [...]", after that variant's process had run
+    assert lines == ["error: --device 'cuda': no CUDA device is available here (use --device cpu)"], lines
+    print(f"\nfailed in {time.monotonic() - started:.1f} s")

@@ -120,3 +120,50 @@ def _wait_until_every_replica_answers(live: RayServe, replicas: int) -> None:
                 tail = live.output()[-4000:]
                 raise AssertionError(f"serve --ray not ready after {STARTUP_TIMEOUT:.0f} s:\n{tail}")
             time.sleep(1.0)
+
+
+@dataclass
+class Ended:
+    code: int
+    stderr: str
+    seconds: float
+
+    def line(self) -> str:
+        """Its one line on stderr (asserted: exit 2, one line, no traceback)."""
+        lines = self.stderr.strip().splitlines()
+        assert self.code == 2 and len(lines) == 1 and "Traceback" not in self.stderr, self.stderr[-4000:]
+        return lines[0]
+
+
+def run_to_end(argv: list[str], cwd: Path, timeout: float, **env: str) -> Ended:
+    """Run a command the way a user does, in its own session (whatever Ray it starts goes with it
+    on a timeout), with `env` added; how it ended and how long it took."""
+    started = time.monotonic()
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith(("TTSPERF_", "RAY_ADDRESS"))}, **env}
+    process = subprocess.Popen(
+        argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        _, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # the session this helper started, only
+        _, stderr = process.communicate()
+        raise AssertionError(f"{argv} still running after {timeout:.0f} s:\n{stderr[-4000:]}") from None
+    return Ended(process.returncode, stderr, time.monotonic() - started)
+
+
+def ttsperf(command: str) -> list[str]:
+    """`ttsperf serve ...` as typed -> the argv of this environment's ttsperf."""
+    import shlex
+
+    words = shlex.split(command)
+    assert words[0] == "ttsperf"
+    return [str(Path(sys.executable).with_name("ttsperf")), *words[1:]]
+
+
+def ray_cluster_running() -> bool:
+    """A Ray cluster on this machine: `--address auto` would join it (Ray finds any gcs_server)."""
+    from ray._private.services import find_gcs_addresses
+
+    return bool(find_gcs_addresses())

@@ -29,15 +29,20 @@ def profile(
     from rich.console import Console
     from rich.table import Table
 
-    from ttsperf.model.pipeline import Pipeline
-    from ttsperf.model.spec import ModelSpec
-    from ttsperf.profile.measure import profile_model
+    from ttsperf.model.device import resolve_device
 
     s = settings.check()
     console = Console(stderr=True)
     if s.host:
         _host(s, sources, out, as_json, console)
         return
+    # --device cuda without CUDA: one line now (torch's import), not after the model's modules have
+    # loaded, or --optimizations' first variant has built a model in a process of its own (15 s+)
+    resolve_device(s.device)
+    from ttsperf.model.pipeline import Pipeline
+    from ttsperf.model.spec import ModelSpec
+    from ttsperf.profile.measure import profile_model
+
     if s.optimizations:
         name = s.config or "chattts"
         _optimizations(name, s.device, max(s.batches), max(s.contexts), s.repeats, out, as_json, console)

@@ -137,8 +137,30 @@ def _serve_on_ray(spec, s: ServeSettings) -> None:
         max_queued=s.max_queued,
         retry_after=spec.engine.retry_after,
         drain_timeout=s.drain_timeout,
+        start_timeout=s.start_timeout or rd.DEFAULT_START_TIMEOUT,
     )
+    if gpus_per_replica > 0 and rd.starts_here(s.address):
+        _gpus_here_or_exit(s, settings)
     rd.serve_forever(spec, settings, address=s.address, host=s.host, port=s.port, log_level=s.log_level)
+
+
+def _gpus_here_or_exit(s: ServeSettings, settings) -> None:
+    """Without --address Ray starts here and can place replicas on this machine's GPUs only: too few,
+    and Ray would wait for ever, logging every 30 s that it cannot. Say so before starting Ray."""
+    from ttsperf.errors import UserError
+    from ttsperf.server.ray_deployment import gpus_here
+
+    # autoscaling from 0 still needs room for the first replica a request brings
+    replicas, each = max(1, settings.first_replicas), settings.gpus_per_replica
+    have = gpus_here()
+    if have is None or have >= replicas * each:  # None: Ray's count unknown; the start timeout bounds it
+        return
+    flag = f"--device {s.device}" if s.device.startswith("cuda") else f"--gpus-per-replica {each:g}"
+    need = f"1 replica needs {each:g}" if replicas == 1 else f"{replicas} replicas need {replicas * each:g}"
+    raise UserError(
+        f"{flag}: {need} GPU, this machine has {have} (without --address, Ray runs here); use --device "
+        "cpu, or --address a Ray cluster with GPUs"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ import torch
 
 from ttsperf.errors import UserError
 from ttsperf.model.config import ModelConfig
+from ttsperf.model.device import DTYPES, resolve_device, resolve_dtype  # noqa: F401  (DTYPES: benchmarks/)
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.length import LengthSource, SpeechRate
@@ -25,25 +26,6 @@ from ttsperf.model.spec import ModelSpec
 from ttsperf.model.step import Rows, Step, advance
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer, load_tokenizer
 from ttsperf.model.weights import ChatTTSModel, build_model, load_assets
-
-DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
-
-
-def resolve_device(name: str) -> str:
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise UserError(f"--device {name!r}: expected cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UserError(f"--device {name!r}: no CUDA device is available here (use --device cpu)")
-    return str(device)
-
-
-def resolve_dtype(name: str) -> torch.dtype:
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise UserError(f"--dtype {name!r}: expected one of {', '.join(DTYPES)}") from None
 
 
 @dataclass

@@ -34,6 +34,10 @@ log = logging.getLogger("ttsperf.server")
 APP_NAME = "ttsperf"
 DEPLOYMENT = "TTS"
 INSTALL_HINT = "--ray needs Ray Serve: pip install 'ttsperf[ray]' (or pip install 'ray[serve]')"
+# Seconds for every first replica to be placed, load its model and warm up: minutes for the full
+# model with --compile on a small CPU, or for an autoscaling cluster to add a GPU node.
+DEFAULT_START_TIMEOUT = 600.0
+POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,12 @@ class RaySettings:
     max_queued: int = 64
     retry_after: float = 1.0
     drain_timeout: float = 60.0
+    start_timeout: float = DEFAULT_START_TIMEOUT
+
+    @property
+    def first_replicas(self) -> int:
+        """The replicas Ray starts before serving: the fixed count, or the autoscaling minimum."""
+        return self.replicas if self.autoscale is None else self.autoscale[0]
 
     def options(self, spec: ReplicaSpec) -> dict:
         """Ray Serve deployment options."""
@@ -90,6 +100,28 @@ class RaySettings:
                 min_replicas=lo, max_replicas=hi, initial_replicas=lo, target_ongoing_requests=target
             )
         return opts
+
+
+def starts_here(address: str | None) -> bool:
+    """Whether ray.init(address) starts a cluster on this machine (no address, no RAY_ADDRESS)."""
+    import os
+
+    return address is None and not os.environ.get("RAY_ADDRESS")
+
+
+def gpus_here() -> int | None:
+    """The GPUs a Ray cluster started on this machine gets, counted by Ray's own code (NVIDIA, AMD,
+    Intel... narrowed by CUDA_VISIBLE_DEVICES and the like), as ray.init will count them; None when
+    that code is not where Ray 2.60 has it (private): then the start timeout alone bounds the wait."""
+    try:
+        from ray._private.accelerators import get_accelerator_manager_for_resource
+
+        manager = get_accelerator_manager_for_resource("GPU")
+        count = manager.get_current_node_num_accelerators()
+        visible = manager.get_current_process_visible_accelerator_ids()
+    except (ImportError, AttributeError):
+        return None
+    return count if visible is None else min(count, len(visible))
 
 
 def parse_autoscale(text: str) -> tuple[int, int]:
@@ -170,17 +202,119 @@ def start(
     port: int,
     log_level: str = "info",
 ) -> str:
-    """Join `address` (None: start a local cluster), deploy, wait for every replica; the URL."""
+    """Join `address` (None: start a local cluster), deploy, wait for every replica (at most
+    settings.start_timeout); the URL. UserError when no cluster answers at `address`, or the
+    replicas do not run in time (Serve is stopped first: nothing stays pending on the cluster)."""
     import ray
     from ray import serve
 
     if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, logging_level=log_level.upper())
+        _join(address, log_level)
     # the same idle keep-alive as `ttsperf serve` (uvicorn's 5 s races clients reusing connections)
     serve.start(http_options={"host": host, "port": port, "keep_alive_timeout_s": KEEP_ALIVE_SECONDS})
-    serve.run(deployment(spec, settings), name=APP_NAME, route_prefix="/")  # returns once replicas are up
+    # Not serve.run: it waits for the replicas without end, and a replica the cluster cannot place
+    # (a GPU it does not have) leaves it waiting for ever while Ray logs a warning every 30 s.
+    target = serve.RunTarget(deployment(spec, settings), name=APP_NAME, route_prefix="/")
+    try:
+        serve.run_many([target], wait_for_applications_running=False)
+        _wait_running(settings)
+    except BaseException:
+        serve.delete(APP_NAME, _blocking=False)  # no replica left pending, asking for what is not there
+        if not starts_here(address):  # a cluster we joined runs on: take Serve off it (30 s at most)
+            serve.shutdown()
+        ray.shutdown()  # a cluster started here ends with it, Serve and all, at once
+        raise
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}"
+
+
+def _join(address: str | None, log_level: str) -> None:
+    """ray.init; a ConnectionError (`auto`, or an address where no cluster answers) is the user's
+    one line, not Ray's 120-line traceback."""
+    import ray
+
+    from ttsperf.errors import UserError
+
+    _answers(address)
+    try:
+        ray.init(address=address, include_dashboard=False, logging_level=log_level.upper())
+    except ConnectionError as exc:
+        found = str(exc).split(". ")[0].splitlines()[0].rstrip(".")  # Ray's first sentence
+        raise UserError(
+            f"--address {address}: no Ray cluster answers ({found}); start one (ray start --head), "
+            "or leave --address out to start Ray here"
+        ) from None
+
+
+def _answers(address: str | None) -> None:
+    """A HOST:PORT where nothing listens is one line now: ray.init would retry it for minutes.
+    (None and 'auto' find a cluster here, ray:// is Ray's client; ray.init handles those.)"""
+    import socket
+
+    from ttsperf.errors import UserError
+
+    host, sep, port = (address or "").rpartition(":")
+    if not sep or "://" in address or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        why = exc.strerror or type(exc).__name__  # a timeout has no strerror
+        raise UserError(
+            f"--address {address}: no Ray cluster answers there ({why}); expected HOST:PORT "
+            "of a Ray head (ray start --head), or auto"
+        ) from None
+
+
+def _wait_running(settings: RaySettings) -> None:
+    """Until the app runs. UserError past settings.start_timeout, saying what each replica needs
+    and what the cluster has; or the replica's own line when its start failed on a UserError."""
+    import time
+
+    from ray import serve
+    from ray.serve.schema import ApplicationStatus
+
+    from ttsperf.errors import UserError
+
+    deadline = time.monotonic() + settings.start_timeout
+    while time.monotonic() < deadline:
+        app = serve.status().applications.get(APP_NAME)
+        if app is not None and app.status == ApplicationStatus.RUNNING:
+            return
+        if app is not None and app.status == ApplicationStatus.DEPLOY_FAILED:
+            # the deployment's message holds the replica's traceback: a UserError (bad assets, a
+            # device the node lacks) is the user's one line; anything else keeps Ray's whole story
+            told = "\n".join([app.message, *(d.message for d in app.deployments.values())])
+            said = [line for line in told.splitlines() if "UserError: " in line]
+            if said:
+                raise UserError(said[-1].split("UserError: ", 1)[1])
+            raise RuntimeError(f"Ray could not start the replicas: {told}")
+        time.sleep(POLL_SECONDS)
+    raise UserError(_not_running(settings))
+
+
+def _not_running(settings: RaySettings) -> str:
+    """The start timeout's line: how many replicas run, what each needs and what the cluster has."""
+    import ray
+    from ray import serve
+
+    app = serve.status().applications.get(APP_NAME)
+    deployment = app.deployments.get(DEPLOYMENT) if app is not None else None
+    running = deployment.replica_states.get("RUNNING", 0) if deployment is not None else 0
+    need = {"GPU": settings.gpus_per_replica, "CPU": settings.cpus_per_replica}
+    have = {k: ray.cluster_resources().get(k, 0.0) for k in need}
+    shown = lambda amounts: ", ".join(f"{k} {v:g}" for k, v in amounts.items())  # noqa: E731
+    wait = f"{settings.start_timeout:g}s"
+    said = f"--start-timeout {wait}: {running} of {settings.first_replicas} replicas running after {wait}; "
+    if any(need[k] > have[k] for k in need):  # more than the whole cluster has: no node can hold one
+        return (
+            f"{said}Ray cannot place one: each needs {shown(need)}, the cluster has {shown(have)}; "
+            "use --device cpu, or --address a cluster with GPUs"
+        )
+    return (
+        f"{said}each needs {shown(need)}, the cluster has {shown(have)}; still loading, or waiting for "
+        "room: a larger --start-timeout, or fewer replicas"
+    )
 
 
 def serve_forever(spec: ReplicaSpec, settings: RaySettings, **where) -> None:

@@ -13,11 +13,12 @@ from pydantic_settings import SettingsConfigDict
 from ttsperf.engine.config import EngineConfig, Switches
 from ttsperf.errors import UserError
 from ttsperf.model.settings import ModelSettings
-from ttsperf.settings import Flag
+from ttsperf.settings import SECONDS, Flag, at_most
 
 _E, _S = EngineConfig, Switches  # the engine's own defaults
 LOG_LEVELS = ("debug", "info", "warning", "error")
-RAY_ONLY = ("replicas", "autoscale", "gpus_per_replica", "address")
+RAY_ONLY = ("replicas", "autoscale", "gpus_per_replica", "address", "start_timeout")
+MAX_START_SECONDS = 86_400.0  # a day: longer than any model load or cluster scale-up
 
 
 class ServeSettings(ModelSettings):
@@ -88,6 +89,13 @@ class ServeSettings(ModelSettings):
     address: str | None = Field(
         None, description="--ray: join this cluster ('auto': the one `ray start` made here)."
     )
+    # None: 10 minutes (ray_deployment.DEFAULT_START_TIMEOUT); unset, so that --start-timeout
+    # without --ray is refused like the other Ray flags
+    start_timeout: Annotated[float | None, SECONDS] = Field(
+        None,
+        description="--ray: time for the replicas to be placed, load and warm up; then one line, exit 2 "
+        "(default 10min).",
+    )
 
     @field_validator("max_batch", mode="before")
     @classmethod
@@ -114,6 +122,11 @@ class ServeSettings(ModelSettings):
             raise UserError(f"--max-body-bytes {self.max_body_bytes}: expected at least 1024")
         if self.api_key is not None and not self.api_key.get_secret_value().strip():
             raise UserError("--api-key is empty: expected a secret, or leave the option out")
+        if self.start_timeout is not None and not self.start_timeout > 0:
+            raise UserError(
+                f"--start-timeout {self.start_timeout:g}s: expected a positive duration, e.g. 10min"
+            )
+        at_most("--start-timeout", self.start_timeout, MAX_START_SECONDS, "(a day)", unit="s")
         if not self.ray and (given := [n for n in RAY_ONLY if getattr(self, n) is not None]):
             raise UserError(f"--{given[0].replace('_', '-')} needs --ray")
         self.switches()
