@@ -268,9 +268,9 @@ def test_negative_counts(flag):
 
 @pytest.mark.slow
 def test_ctrl_c_writes_what_was_measured(server_factory, tmp_path):
-    """Issue 35: this once waited more than 30 s after SIGINT. It ran where SIGINT was inherited
-    ignored (pytest started by a script's `&`), which asyncio.run leaves alone; bench now takes
-    SIGINT itself (bench/interrupt.py). tests/bench/test_bench_ctrl_c.py covers the other moments."""
+    """Issue 35: this once waited more than 30 s after SIGINT. It does so every time where SIGINT
+    is inherited ignored (pytest started by `... &` in a script), which asyncio.run left alone;
+    bench now takes SIGINT itself (bench/interrupt.py). test_bench_ctrl_c.py: the other moments."""
     from .bench_process import ENDS_WITHIN_S, ctrl_c, start_bench, wait_until
 
     srv = server_factory(slots=1, service_time=0.05)
