@@ -11,10 +11,11 @@ import asyncio
 import datetime as dt
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ttsperf import __version__
 from ttsperf.bench.adapters import AdapterOptions, make_adapter
+from ttsperf.bench.interrupt import CtrlC
 from ttsperf.bench.metrics import summarize, window
 from ttsperf.bench.results import BenchRun, PointResult, RequestRecord, Strategy, Verdict
 from ttsperf.bench.runner import Runner
@@ -28,7 +29,11 @@ from ttsperf.bench.texts import load_workload
 ProgressHook = Callable[[str, int, RequestRecord | None], None]  # (label, total, record or None at start)
 
 
-def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> BenchRun:
+def run_bench(
+    cfg: BenchSettings, progress: ProgressHook | None = None, ctrl_c: CtrlC | None = None
+) -> BenchRun:
+    """Ctrl-C at any moment ends the run with what was measured (`interrupted`, the finished
+    requests); `ctrl_c`: the caller's, to share one count of presses (the CLI's second one exits)."""
     cfg.validate()
     adapter = make_adapter(cfg.adapter, AdapterOptions(
         response_format=cfg.format, stream=cfg.stream, voice=cfg.voice, model=cfg.model,
@@ -36,31 +41,39 @@ def run_bench(cfg: BenchSettings, progress: ProgressHook | None = None) -> Bench
     workload = load_workload(cfg.texts, cfg.text_set)
     if cfg.requests is None and cfg.duration is None:
         cfg.requests = DEFAULT_REQUESTS
-    # what the server runs, asked once before the load and its clock (the first target's; replicas
-    # run alike): best effort, a few seconds at most, never a failed run
-    server, server_note = read_server(cfg.urls[0], cfg.header_dict())
-    epoch = time.perf_counter()
     run = BenchRun(
         tool_version=__version__,
         created_utc=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         targets=list(cfg.urls), adapter=cfg.adapter, config=_public(cfg.model_dump()),
-        workload=workload.describe(), server=server, server_note=server_note,
+        workload=workload.describe(),
     )  # fmt: skip
-    tele = Telemetry(epoch, cfg.telemetry_interval, cfg.server_pid, cfg.metrics_url, gpu=cfg.gpu)
-    b = _Bench(cfg, run, parse_slo(cfg.slo), progress, tele)
-    b.runner = Runner(
-        adapter, cfg.urls, workload, cfg.timeout, cfg.audio_check, epoch=epoch, headers=cfg.header_dict(),
-        on_done=(lambda r: progress(b.label, 0, r)) if progress else None,
-    )  # fmt: skip
-    b.tele.start()
-    try:
-        asyncio.run(b.main())
-    except KeyboardInterrupt:
+    b = _Bench(cfg, run, parse_slo(cfg.slo), progress)
+    ctrl_c = ctrl_c or CtrlC()
+    interrupted = False
+    with ctrl_c:
+        try:
+            # what the server runs, asked once before the load and its clock (the first target's;
+            # replicas run alike): best effort, a few seconds at most, never a failed run
+            run.server, run.server_note = read_server(cfg.urls[0], cfg.header_dict())
+            epoch = time.perf_counter()
+            b.tele = Telemetry(epoch, cfg.telemetry_interval, cfg.server_pid, cfg.metrics_url, gpu=cfg.gpu)
+            b.runner = Runner(
+                adapter, cfg.urls, workload, cfg.timeout, cfg.audio_check, epoch=epoch,
+                headers=cfg.header_dict(), on_done=(lambda r: progress(b.label, 0, r)) if progress else None,
+            )  # fmt: skip
+            b.tele.start()
+            asyncio.run(b.main(ctrl_c))
+        except KeyboardInterrupt:  # before the load (the handler raises there), or a second Ctrl-C
+            interrupted = True
+        finally:
+            if b.tele is not None:
+                b.tele.stop(wait=not (interrupted or ctrl_c.pressed))
+    if interrupted or ctrl_c.pressed:
         b.interrupted()
-    finally:
-        b.tele.stop()
-    run.records = [r for r in b.runner.records if r.done]
-    run.telemetry, run.telemetry_notes = b.tele.samples, b.tele.notes
+    if b.runner is not None:
+        run.records = [r for r in b.runner.records if r.done]
+    if b.tele is not None:  # copies: a thread not waited for (after Ctrl-C) may still append
+        run.telemetry, run.telemetry_notes = list(b.tele.samples), list(b.tele.notes)
     if b.bounds:
         run.slo = overall_verdict(run)
     return run
@@ -74,17 +87,27 @@ class _Bench:
     run: BenchRun
     bounds: dict
     progress: ProgressHook | None
-    tele: Telemetry
-    runner: Runner = field(init=False)
+    tele: Telemetry | None = None  # both None until the load is set up (a Ctrl-C can come first)
+    runner: Runner | None = None
     label: str = ""  # the load point now running (the progress line names it)
 
-    async def main(self) -> None:
-        async with self.runner:
-            if self.cfg.find_max:
-                await search(self.cfg, self.one_point, self.run)
-            else:
-                for i, s in enumerate(self.cfg.strategies()):
-                    await self.one_point(i, s)
+    async def main(self, ctrl_c: CtrlC) -> None:
+        # A Ctrl-C during the load cancels this task from inside the loop: every request in flight
+        # stops at once, whatever it waits for (a server that never answers, a ramp's sleep).
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        ctrl_c.stop_with(lambda: loop.call_soon_threadsafe(task.cancel))
+        try:
+            async with self.runner:
+                if self.cfg.find_max:
+                    await search(self.cfg, self.one_point, self.run)
+                else:
+                    for i, s in enumerate(self.cfg.strategies()):
+                        await self.one_point(i, s)
+        except asyncio.CancelledError:
+            if not ctrl_c.pressed:
+                raise
+        finally:
+            ctrl_c.hold()  # the loop is closing: a Ctrl-C now is counted, run_bench ends as interrupted
 
     def finish_point(self, strategy: Strategy, recs: list[RequestRecord]) -> PointResult:
         cfg = self.cfg
@@ -136,9 +159,11 @@ class _Bench:
     def interrupted(self) -> None:
         """Ctrl-C: keep every point that had finished requests (bench reports what it measured)."""
         self.run.interrupted = True
+        if self.runner is None:  # stopped before the load: nothing measured
+            return
         done = {p.label for p in self.run.points}
         for i, s in enumerate(self.cfg.strategies()):
-            recs = [r for r in self.runner.records if r.point == i]
+            recs = [r for r in self.runner.records if r.point == i and r.done]  # not those in flight
             if recs and s.label not in done and not self.cfg.find_max:
                 self.finish_point(s, recs)
 

@@ -298,6 +298,9 @@ def write_csv(path: Path, records: list[RequestRecord]) -> None:
 
 def write_outputs(run: BenchRun, out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
-    (out / "run.json").write_text(run.to_json(), encoding="utf-8")
+    # whole or not at all: a second Ctrl-C ends bench at once, perhaps in the middle of this write
+    tmp = out / "run.json.part"
+    tmp.write_text(run.to_json(), encoding="utf-8")
+    tmp.replace(out / "run.json")
     write_csv(out / "requests.csv", run.records)
     return [out / "run.json", out / "requests.csv"]

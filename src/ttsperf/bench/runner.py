@@ -133,7 +133,9 @@ class Runner:
 
     async def __aexit__(self, *exc: object) -> None:
         await self._client.close()
-        self._pool.shutdown(wait=False)
+        # cancel_futures: after a Ctrl-C, checks still queued would be run anyway (the interpreter
+        # joins the pool's thread at exit), and no record waits for them any more
+        self._pool.shutdown(wait=False, cancel_futures=True)
 
     # -- one request ---------------------------------------------------------------------------
 

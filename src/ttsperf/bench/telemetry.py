@@ -171,9 +171,12 @@ class Telemetry:
             self._thread = threading.Thread(target=self._loop, name="bench-telemetry", daemon=True)
             self._thread.start()
 
-    def stop(self) -> None:
+    def stop(self, wait: bool = True) -> None:
+        """wait: let a sample in progress end (a --metrics-url scrape: up to 2 s), then take a last
+        one, so that the last point's window has one at its end. After a Ctrl-C neither: bench ends
+        within seconds, and the thread is a daemon, so it cannot keep the process alive."""
         self._stop.set()
-        if self._thread is not None:
+        if self._thread is not None and wait:
             self._thread.join(timeout=5)
             self.samples.append(self.sample())
 

@@ -48,22 +48,28 @@ def register(app: typer.Typer) -> None:
         no_progress: bool = typer.Option(False, "--no-progress", help="no live progress bar"),
     ) -> None:
         cfg.validate()
-        run = _run_with_progress(cfg, show=not (no_progress or as_json))
-        run.config_sources = sources
-        if out is not None:
-            from ttsperf.bench.charts import write_charts
-            from ttsperf.bench.results import write_outputs
+        from ttsperf.bench.interrupt import CtrlC
 
-            written = write_outputs(run, out) + write_charts(run, out)
-            if not as_json:
-                typer.echo("wrote " + ", ".join(str(p) for p in written))
-        if as_json:
-            print_json(run.model_dump(mode="json", by_alias=True, exclude={"records", "telemetry"}))
-        else:
-            from ttsperf.bench.display import render
+        # One Ctrl-C handler from the first request to the last file written: the first press stops
+        # the load and the results are still written; a second ends the process at once.
+        with CtrlC(exit_on_second=True) as ctrl_c:
+            run = _run_with_progress(cfg, ctrl_c, show=not (no_progress or as_json))
+            ctrl_c.hold()
+            run.config_sources = sources
+            if out is not None:
+                from ttsperf.bench.charts import write_charts
+                from ttsperf.bench.results import write_outputs
 
-            render(run)
-        if run.interrupted:
+                written = write_outputs(run, out) + write_charts(run, out)
+                if not as_json:
+                    typer.echo("wrote " + ", ".join(str(p) for p in written))
+            if as_json:
+                print_json(run.model_dump(mode="json", by_alias=True, exclude={"records", "telemetry"}))
+            else:
+                from ttsperf.bench.display import render
+
+                render(run)
+        if run.interrupted or ctrl_c.pressed:
             raise typer.Exit(130)  # the shell's convention for "stopped by Ctrl-C", after writing results
         from ttsperf.bench.api import dead_points, exit_code
 
@@ -76,11 +82,11 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(exit_code(run))
 
 
-def _run_with_progress(cfg, show: bool):
+def _run_with_progress(cfg, ctrl_c, show: bool):
     from ttsperf.bench.api import run_bench
 
     if not show:
-        return run_bench(cfg)
+        return run_bench(cfg, ctrl_c=ctrl_c)
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from ttsperf.console import progress
@@ -98,4 +104,4 @@ def _run_with_progress(cfg, show: bool):
                 state["errs"] += 1
             bar.update(state["task"], advance=1, errs=f"errors {state['errs']}" if state["errs"] else "")
 
-        return run_bench(cfg, progress=hook)
+        return run_bench(cfg, progress=hook, ctrl_c=ctrl_c)
