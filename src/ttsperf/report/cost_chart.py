@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 
-from matplotlib.transforms import offset_copy
+from matplotlib.transforms import Bbox
 
 from ttsperf.charts import LIMIT_COLOR, figure, plain_formatter, round_ticks, seconds_formatter, to_svg
 from ttsperf.plan.money import DEFAULT_CURRENCY, unit
@@ -70,17 +70,60 @@ def pareto(rows: list[PlanRow], field: str = "p99_s") -> list[PlanRow]:
     return front
 
 
-def _label_heights(pts: list[tuple[float, float]], xr: float, sep: float) -> list[float]:
-    """Label y per point, pushed up until no label near it in x sits within `sep` of it in y."""
-    placed: list[tuple[float, float]] = []
-    out = [0.0] * len(pts)
-    for i in sorted(range(len(pts)), key=lambda i: pts[i][1]):
-        x, y = pts[i]
-        while any(abs(x - px) < 0.18 * xr and abs(y - py) < sep for px, py in placed):
-            y += sep / 2
-        placed.append((x, y))
-        out[i] = y
-    return out
+LABEL_SIZE = 9.5  # points
+
+
+def _spots(px: float, py: float, w: float, h: float, r: float) -> list[Bbox]:
+    """Where a w x h label of the point (px, py) may go, nearest first: right of the marker, left
+    of it or centred, level or stepped up and down half a label at a time (display pixels)."""
+    spots = []
+    for k in range(25):
+        for dy in {k * h / 2, -k * h / 2}:
+            for x0, penalty in ((px + r, 0.0), (px - r - w, w / 3), (px - w / 2, w / 4)):
+                box = Bbox.from_bounds(x0, py - h / 2 + dy, w, h)
+                spots.append((math.hypot(box.x0 + w / 2 - px, dy) + penalty, box))
+    return [box for _, box in sorted(spots, key=lambda s: s[0])]
+
+
+def _place_labels(fig, ax, names: list[str], pts: list[tuple[float, float]], order: list[int],
+                  slo_x: float | None) -> None:  # fmt: skip
+    """Each card's name beside its point, no name over another or over a marker or the SLO line.
+
+    Greedy, in display pixels with matplotlib's own text extents: the labels in `order` (the
+    Pareto front first) each take the nearest free spot inside the axes; one set off its point gets
+    a leader line. With no free spot left, the nearest one in the axes (the browser test's
+    overlap check would then fail: it measures the drawn labels). The layout is computed first and
+    then frozen, so that the pixels placed here are where the SVG draws them.
+    """
+    fig.draw_without_rendering()  # constrained layout places the axes now...
+    fig.set_layout_engine("none")  # ...and keeps them there while the labels are added
+    px_per_pt = fig.dpi / 72
+    r = 5 * px_per_pt  # a marker's radius (6 pt across) and a gap
+    area = ax.get_window_extent()
+    disp = [tuple(ax.transData.transform(p)) for p in pts]
+    taken = [Bbox.from_bounds(x - r, y - r, 2 * r, 2 * r) for x, y in disp]
+    if slo_x is not None:
+        lx = ax.transData.transform((slo_x, 0))[0]
+        taken.append(Bbox.from_extents(lx - px_per_pt, area.y0, lx + px_per_pt, area.y1))
+    # Room between two labels: side by side, enough to read as two names ("T4 A10" reads as one);
+    # above each other, more than the difference between matplotlib's box of a line (1 em high)
+    # and a browser's (its font's ascent + descent, DejaVu Sans: 1.16 em).
+    pad_x, pad_y = 0.4 * LABEL_SIZE * px_per_pt, 0.2 * LABEL_SIZE * px_per_pt
+    to_data = ax.transData.inverted()
+    leader = {"arrowstyle": "-", "color": "#999", "lw": 0.6}
+    for i in order:
+        probe = ax.text(0, 0, names[i], fontsize=LABEL_SIZE)
+        ext = probe.get_window_extent()  # the figure's own renderer measures it
+        probe.remove()
+        inside = [b for b in _spots(*disp[i], ext.width, ext.height, r)
+                  if area.contains(b.x0, b.y0) and area.contains(b.x1, b.y1)]  # fmt: skip
+        box = next((b for b in inside if not any(b.padded(pad_x, pad_y).overlaps(t) for t in taken)), None)
+        box = box or (inside[0] if inside else Bbox.from_bounds(disp[i][0] + r, disp[i][1], 0, 0))
+        taken.append(box)
+        near = box.x0 - r <= disp[i][0] <= box.x1 + r and box.y0 - r <= disp[i][1] <= box.y1 + r
+        ax.annotate(names[i], pts[i], xytext=tuple(to_data.transform((box.x0, box.y0))), textcoords="data",
+                    fontsize=LABEL_SIZE, ha="left", va="bottom", arrowprops=None if near else leader,
+                    gid=f"card-label-{i}")  # fmt: skip
 
 
 def cost_svg(sc: ScenarioPlan) -> str:
@@ -103,9 +146,7 @@ def cost_svg(sc: ScenarioPlan) -> str:
     lo_x = min(xs)
     span = hi_x - lo_x or max(hi_x, 1e-3) * 0.2
     ax.set_xlim(max(0.0, lo_x - 0.15 * span), hi_x + 0.08 * span)
-    sep = max(ys) * 0.08  # about one label's height at this chart's size
-    heights = _label_heights(list(zip(xs, ys, strict=True)), span, sep)
-    ax.set_ylim(0, max(max(ys) * 1.25, max(heights) + sep))
+    ax.set_ylim(0, max(ys) * 1.25)
     if len(front) > 1:
         ax.plot([getattr(r, field) for r in front], [r.usd_per_audio_hour for r in front],
                 color=LIMIT_COLOR, linewidth=1.5, label="Pareto front")  # fmt: skip
@@ -113,16 +154,13 @@ def cost_svg(sc: ScenarioPlan) -> str:
     if limit is not None:
         shown = seconds_formatter(limit)(limit, 0) if seconds else f"{limit:g}"
         ax.axvline(limit, color=LIMIT_COLOR, linestyle=":", linewidth=1.8, label=f"SLO {metric} <= {shown}")
-    beside = offset_copy(ax.transData, fig=fig, x=5, units="points")  # the label starts 5 pt right
-    leader = {"arrowstyle": "-", "color": "#999", "lw": 0.6}  # from a label moved off its point
-    for r, x, y, ly in zip(rows, xs, ys, heights, strict=True):
-        ax.annotate(r.gpu, (x, y), xytext=(x, ly), textcoords=beside, fontsize=9.5, va="center", ha="left",
-                    arrowprops=leader if ly != y else None)  # fmt: skip
     round_ticks(ax.xaxis)
     round_ticks(ax.yaxis)
     ax.xaxis.set_major_formatter(seconds_formatter(hi_x) if seconds else plain_formatter())
     sign = unit(currency)
     ax.yaxis.set_major_formatter(plain_formatter(sign if sign == "$" else f"{sign} "))
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize=9)
+    if ax.get_legend_handles_labels()[0]:  # below the axes: inside, it would cover card names
+        fig.legend(loc="outside lower center", ncols=2, fontsize=9)
+    order = sorted(range(len(rows)), key=lambda i: (rows[i].gpu not in on_front, ys[i], xs[i]))
+    _place_labels(fig, ax, [r.gpu for r in rows], list(zip(xs, ys, strict=True)), order, limit)
     return to_svg(fig)
