@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from html import escape
 
 import pytest
@@ -34,8 +35,9 @@ def test_demo_quick_writes_wav_profile_bench_plan_and_summary(tmp_path):
     # the report of this run, built from exactly the files it wrote, recommendation on top
     assert summary["report"] == str(tmp_path / "report.html") and (tmp_path / "report.md").is_file()
     html = (tmp_path / "report.html").read_text()
-    # the sentence on top (its `commands` set as <code>), inside the answer box of the plan's pick
-    box = html[html.index('id="answer"') : html.index("<section>")]
+    # the sentence on top (its `commands` set as <code>), inside the answer box of the plan's pick;
+    # its text, since a command is one span per word, or flag and value (it wraps between words)
+    box = re.sub(r"<[^>]+>", "", html[html.index('id="answer"') : html.index("<section>")])
     assert all(escape(part) in box for part in plan.scenarios[0].recommendation.split("`"))
     rec = plan.scenarios[0].recommended
     assert f"{rec.gpus_needed} x {rec.gpu}" in box and escape(rec.settings.serve_flags) in box

@@ -14,3 +14,8 @@ def tables(sec) -> list[Table]:
 def series_points(svg: str) -> list[int]:
     """Vertices of each data line matplotlib drew (ttsperf.charts names them series-N)."""
     return [d.count("L") + 1 for d in re.findall(r'<g id="series-\d+">\s*<path d="([^"]+)"', svg)]
+
+
+def text_of(html: str) -> str:
+    """The page's text without its tags (a command is set as one span per word or flag and value)."""
+    return re.sub(r"<[^>]+>", "", html)

@@ -39,6 +39,7 @@ class PageResult:
     errors: list[str] = field(default_factory=list)  # console errors, exceptions, failed loads
     requests: list[str] = field(default_factory=list)  # every URL the page asked for
     title: str = ""
+    probe: Any = None  # what `script` returned, at the window's size (800 x 900: a reader's window)
 
 
 class _Cdp:
@@ -68,7 +69,7 @@ class _Cdp:
         return data.get("result", {})
 
 
-async def _render(url: str, selector: str, width: int, ws_url: str) -> PageResult:
+async def _render(url: str, selector: str, width: int, ws_url: str, script: str | None) -> PageResult:
     async with aiohttp.ClientSession() as http, http.ws_connect(ws_url, max_msg_size=0) as ws:
         cdp = _Cdp(ws)
         pump = asyncio.create_task(cdp.pump())
@@ -92,6 +93,12 @@ async def _render(url: str, selector: str, width: int, ws_url: str) -> PageResul
         else:
             raise RuntimeError(f"{url}: no load event within 60 s")
         await asyncio.sleep(0.5)
+        probe = None
+        if script:  # before the window grows to the page: the layout (and scrollbar) a reader has
+            got = await cdp.call("Runtime.evaluate", s, expression=script, returnByValue=True)
+            if "exceptionDetails" in got:
+                raise RuntimeError(f"script: {got['exceptionDetails']}")
+            probe = got["result"].get("value")
         # Grow the viewport to the whole page (until its height stops changing) so that the boxes
         # measured next are where the screenshot has them.
         height = 0
@@ -111,7 +118,7 @@ async def _render(url: str, selector: str, width: int, ws_url: str) -> PageResul
         title = (await cdp.call("Runtime.evaluate", s, expression="document.title"))["result"]["value"]
         shot = await cdp.call("Page.captureScreenshot", s, format="png")
         pump.cancel()
-    res = PageResult(base64.b64decode(shot["data"]), boxes, title=title)
+    res = PageResult(base64.b64decode(shot["data"]), boxes, title=title, probe=probe)
     for e in cdp.events:
         m, p = e.get("method"), e.get("params", {})
         if m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert", "warning"):
@@ -127,8 +134,11 @@ async def _render(url: str, selector: str, width: int, ws_url: str) -> PageResul
     return res
 
 
-def render(path: Path, selector: str = "figure.chart", width: int = 1360) -> PageResult:
-    """Open `path` in headless Chromium; every element matching `selector` gets its box."""
+def render(
+    path: Path, selector: str = "figure.chart", width: int = 1360, script: str | None = None
+) -> PageResult:
+    """Open `path` in headless Chromium; every element matching `selector` gets its box, and
+    `script` (a JavaScript expression) is evaluated in the page, its value returned as `probe`."""
     exe = find_chromium()
     if exe is None:
         raise RuntimeError(f"no Chromium found (looked for {', '.join(BROWSERS)})")
@@ -157,7 +167,7 @@ def render(path: Path, selector: str = "figure.chart", width: int = 1360) -> Pag
                     break
             if ws_url is None:
                 raise RuntimeError(f"{exe} exited ({proc.wait()}) without a DevTools endpoint")
-            return asyncio.run(_render(path.resolve().as_uri(), selector, width, ws_url))
+            return asyncio.run(_render(path.resolve().as_uri(), selector, width, ws_url, script))
         finally:
             proc.terminate()
             try:

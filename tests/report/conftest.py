@@ -17,6 +17,21 @@ from ttsperf.plan.api import make_plan
 from ttsperf.profile.measure import profile_model
 from ttsperf.profile.optimizations import VARIANTS, run_variant
 
+from .chromium import find_chromium
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The browser the page tests read the report in. None is a failure, never a skip: the report
+    is only proven by a browser, and a skipped test would let a machine without one look green."""
+    exe = find_chromium()
+    if exe is None:
+        pytest.fail(
+            "no Chromium: `make test` installs Debian's chromium (tests/report/ensure_chromium.sh, as root); "
+            "otherwise apt-get install chromium, or set TTSPERF_CHROMIUM=/path/to/chromium"
+        )
+    return exe
+
 
 def _mock_server():
     args = [sys.executable, "-m", "ttsperf.bench.mock_server", "--port", "0", "--slots", "2",
@@ -70,3 +85,16 @@ def partial_demo(tmp_path_factory) -> Path:
     assert res.exit_code == 130, res.output
     (out / "output.txt").write_text(res.output)
     return out
+
+
+@pytest.fixture(scope="session")
+def every_scenario(results, tmp_path_factory) -> Path:
+    """`results` with a plan of every scenario over the whole shipped catalog, as `make demo` plans:
+    the three answer boxes and the Pareto charts at their most crowded (about 20 cards each)."""
+    root = tmp_path_factory.mktemp("every_scenario")
+    for name in ("profile.json", "optimizations.json", "bench"):
+        src = results / name
+        (root / name).symlink_to(src, target_is_directory=src.is_dir())
+    plan = make_plan(profile=[str(root / "profile.json")], requests=200)
+    (root / "plan.json").write_text(json.dumps(plan.dump(), indent=2))
+    return root

@@ -13,6 +13,8 @@ from ttsperf.report.inputs import Inputs, read_inputs
 from ttsperf.report.plan_section import plan_sections
 from ttsperf.report.render import to_html, to_markdown
 
+from .blocks import text_of
+
 FLAGS = "ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32"
 SETTINGS = {"dtype": "fp16", "mode": "cuda-graphs", "step_overhead_s": 0.003, "first_chunk_steps": 12,
             "max_batch": 32, "serve_flags": FLAGS}  # fmt: skip
@@ -88,7 +90,8 @@ def test_the_plans_recommended_object_fills_the_box_and_tops_the_page(results, t
     start = html.index('<div class="answer" id="answer">')
     assert start < html.index("7 x L4 (5-9") < html.index('id="recommendation"') < html.index("<section>")
     box = html[start : html.index("<section>")]
-    assert "<code>ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32</code>" in box
+    assert '<code class="cmd"><span>ttsperf</span> <span>serve</span> <span>--dtype fp16</span>' in box
+    assert "ttsperf serve --dtype fp16 --cuda-graphs --max-batch 32" in text_of(box)
     md = to_markdown(report, tmp_path / "c", "c")
     assert (
         "| card | 7 x L4 (5-9 across the overhead's range) |" in md
@@ -158,4 +161,26 @@ def test_the_answer_carries_the_plans_bench_check_into_both_pages(results, tmp_p
     md = to_markdown(report, tmp_path / "charts", "charts")
     head = md.split("\n## ", 1)[0]  # above the first section: the answer
     assert f"check it: `{rec.check}`" in head and f"serve it: `{rec.settings.serve_flags}`" in head
-    assert f"<code>{rec.check}</code>" in to_html(report).replace("&gt;", ">")
+    assert rec.check in text_of(to_html(report)).replace("&gt;", ">")
+
+
+def test_every_scenario_gets_a_box_even_one_no_card_meets(results, tmp_path):
+    """The second scenario's answer is a box like the first (fields, commands, sentence), and a
+    scenario that no card meets has a box with its sentence alone, which says so."""
+    path, plan, sc = _plan(results)
+    second = sc.model_copy(update={"scenario": "second"})
+    said = "nothing (ttfa_p99=1ms): no card meets the SLO."  # plan's own sentence, shown in English
+    unmet = [r.model_copy(update={"meets_slo": False}) for r in sc.rows]
+    nothing = sc.model_copy(
+        update={"scenario": "nothing", "recommended": None, "recommendation": said, "rows": unmet}
+    )
+    three = plan.model_copy(update={"scenarios": [sc, second, nothing]})
+    report = build_report(Inputs(plans=[(path, three)]))
+    assert [(o.scenario, o.box is None) for o in report.others] == [("second", False), ("nothing", True)]
+    html = to_html(report)
+    boxes = html.split('<div class="answer" ')[1:]  # each box and what follows it
+    assert [b.split('"')[1] for b in boxes] == ["answer", "answer-second", "answer-nothing"]
+    assert "<dt>card</dt>" in boxes[1] and "serve it:" in boxes[1]
+    assert "<h2>The answer: nothing</h2><p" in boxes[2] and said in boxes[2].split("</div>")[0]
+    md = to_markdown(report, tmp_path / "c", "c")
+    assert md.count("| card |") == 2 and "nothing" in md

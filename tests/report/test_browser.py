@@ -18,22 +18,11 @@ from PIL import Image
 from ttsperf.charts import COLORS, LIMIT_COLOR
 from ttsperf.report import write_report
 
-from .chromium import find_chromium, render
+from .chromium import render
 
 pytestmark = pytest.mark.slow  # a real chromium on a demo report
 
 DATA_COLORS = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in [*COLORS, LIMIT_COLOR]]
-
-
-@pytest.fixture(scope="module")
-def chromium() -> str:
-    exe = find_chromium()
-    if exe is None:
-        pytest.fail(
-            "no Chromium: `make test` installs Debian's chromium (tests/report/ensure_chromium.sh, as root); "
-            "otherwise apt-get install chromium, or set TTSPERF_CHROMIUM=/path/to/chromium"
-        )
-    return exe
 
 
 def _data_pixels(im: Image.Image) -> int:

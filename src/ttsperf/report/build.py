@@ -8,7 +8,7 @@ from ttsperf.i18n import N_, SOURCE, _, current
 from ttsperf.report.answer import Answer, answer
 from ttsperf.report.bench_sections import load_section, telemetry_section
 from ttsperf.report.claims import claims_section
-from ttsperf.report.document import Report, Section
+from ttsperf.report.document import Report, ScenarioAnswer, Section
 from ttsperf.report.inputs import Inputs
 from ttsperf.report.model_sections import demo_section, optimizations_section, profile_section
 from ttsperf.report.plan_section import plan_sections
@@ -16,8 +16,9 @@ from ttsperf.report.prediction_section import prediction_section
 from ttsperf.report.sentence import sentence
 
 
-def recommendation(inputs: Inputs) -> tuple[str, Path | None, list[str]]:
-    """(the one sentence at the top, the file it came from, the other scenarios' sentences).
+def recommendation(inputs: Inputs) -> tuple[str, Path | None, list[ScenarioAnswer]]:
+    """(the one sentence at the top, the file it came from, the other scenarios' sentences and
+    boxes).
 
     A plan's first scenario decides; without a plan, the most a bench run measured; without
     either, what the profile says; each says what is missing for a GPU choice. In English a plan's
@@ -27,7 +28,7 @@ def recommendation(inputs: Inputs) -> tuple[str, Path | None, list[str]]:
     for path, plan in inputs.plans:
         if plan.scenarios:
             first, *rest = plan.scenarios
-            return said(first), path, [said(sc) for sc in rest]
+            return said(first), path, [ScenarioAnswer(sc.scenario, said(sc), answer(path, sc)) for sc in rest]
     for path, run in inputs.bench:
         if run.points:
             best = max(run.points, key=lambda p: p.throughput_rps)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import math
 
-from matplotlib.transforms import offset_copy
+from matplotlib.path import Path
+from matplotlib.transforms import Bbox
 
 from ttsperf.charts import LIMIT_COLOR, figure, plain_formatter, round_ticks, seconds_formatter, to_svg
 from ttsperf.plan.money import DEFAULT_CURRENCY, unit
@@ -70,17 +71,95 @@ def pareto(rows: list[PlanRow], field: str = "p99_s") -> list[PlanRow]:
     return front
 
 
-def _label_heights(pts: list[tuple[float, float]], xr: float, sep: float) -> list[float]:
-    """Label y per point, pushed up until no label near it in x sits within `sep` of it in y."""
-    placed: list[tuple[float, float]] = []
-    out = [0.0] * len(pts)
-    for i in sorted(range(len(pts)), key=lambda i: pts[i][1]):
-        x, y = pts[i]
-        while any(abs(x - px) < 0.18 * xr and abs(y - py) < sep for px, py in placed):
-            y += sep / 2
-        placed.append((x, y))
-        out[i] = y
-    return out
+LABEL_SIZE = 9.5  # points
+
+
+def _spots(px: float, py: float, w: float, h: float, r: float) -> list[Bbox]:
+    """Where a w x h label of the point (px, py) may go, nearest first: right of the marker, left
+    of it or centred above or below, stepped half a label up or down and a label's height further
+    out at a time (display pixels), so a crowd's names can fan out into the empty part."""
+    spots = []
+    for k in range(20):
+        for dy in {k * h / 2, -k * h / 2}:
+            y0 = py - h / 2 + dy
+            spots.append((abs(dy) + w / 4, Bbox.from_bounds(px - w / 2, y0, w, h)))
+            for j in range(8):
+                spots.append((math.hypot(j * h, dy), Bbox.from_bounds(px + r + j * h, y0, w, h)))
+                spots.append((math.hypot(j * h, dy) + w / 3, Bbox.from_bounds(px - r - w - j * h, y0, w, h)))
+    return [box for _, box in sorted(spots, key=lambda s: s[0])]
+
+
+def _near(box: Bbox, pt: tuple[float, float], r: float) -> bool:
+    """The label touches its marker: no leader line needed (1.5 r: room for rounding)."""
+    return box.x0 - 1.5 * r <= pt[0] <= box.x1 + 1.5 * r and box.y0 - 1.5 * r <= pt[1] <= box.y1 + 1.5 * r
+
+
+def _leader(box: Bbox, pt: tuple[float, float]) -> Path:
+    """The line annotate draws from a label's centre to its point (clipped at the label's edge)."""
+    return Path([((box.x0 + box.x1) / 2, (box.y0 + box.y1) / 2), pt])
+
+
+def _free(box: Bbox, pt, r: float, pad: tuple[float, float], markers: list[Bbox], labels: list[Bbox],
+          lines: list[Path] | None) -> bool:  # fmt: skip
+    """Nothing under the label: no marker or SLO line, no name within `pad` of it; with `lines`
+    (the leader lines drawn so far), none of them under it either, and its own leader line, if it
+    needs one, crosses no name (a line through a name reads as a strike)."""
+    if any(box.overlaps(m) for m in markers) or any(box.padded(*pad).overlaps(b) for b in labels):
+        return False
+    if lines is None:
+        return True
+    if any(ln.intersects_bbox(box) for ln in lines):
+        return False
+    return _near(box, pt, r) or not any(_leader(box, pt).intersects_bbox(b) for b in labels)
+
+
+def _place_labels(fig, ax, names: list[str], pts: list[tuple[float, float]], order: list[int],
+                  slo_x: float | None) -> None:  # fmt: skip
+    """Each card's name beside its point, no name over another or over a marker or the SLO line.
+
+    Greedy, in display pixels with matplotlib's own text extents: the labels in `order` (the
+    Pareto front first) each take the nearest free spot inside the axes; one set off its point
+    gets a leader line, which crosses no name and under which no later name goes. With no free
+    spot left, the nearest one in the axes (the browser test's overlap check would then fail: it
+    measures the drawn labels). The layout is computed first and then frozen, so that the pixels
+    placed here are where the SVG draws them.
+    """
+    fig.draw_without_rendering()  # constrained layout places the axes now...
+    fig.set_layout_engine("none")  # ...and keeps them there while the labels are added
+    px_per_pt = fig.dpi / 72
+    r = 5 * px_per_pt  # a marker's radius (6 pt across) and a gap
+    area = ax.get_window_extent()
+    disp = [tuple(ax.transData.transform(p)) for p in pts]
+    m = 4 * px_per_pt  # a marker's box, a little inside the gap r that a label keeps from its point
+    markers = [Bbox.from_bounds(x - m, y - m, 2 * m, 2 * m) for x, y in disp]
+    if slo_x is not None:
+        lx = ax.transData.transform((slo_x, 0))[0]
+        markers.append(Bbox.from_extents(lx - px_per_pt, area.y0, lx + px_per_pt, area.y1))
+    # Room between two labels: side by side, enough to read as two names ("T4 A10" reads as one);
+    # above each other, more than the difference between matplotlib's box of a line (1 em high)
+    # and a browser's (its font's ascent + descent, DejaVu Sans: 1.16 em).
+    pads = (0.4 * LABEL_SIZE * px_per_pt, 0.2 * LABEL_SIZE * px_per_pt)  # (x, y)
+    labels: list[Bbox] = []  # the names placed so far, and their leader lines
+    lines: list[Path] = []
+    to_data = ax.transData.inverted()
+    leader = {"arrowstyle": "-", "color": "#999", "lw": 0.6}
+    for i in order:
+        probe = ax.text(0, 0, names[i], fontsize=LABEL_SIZE)
+        ext = probe.get_window_extent()  # the figure's own renderer measures it
+        probe.remove()
+        inside = [b for b in _spots(*disp[i], ext.width, ext.height, r)
+                  if area.contains(b.x0, b.y0) and area.contains(b.x1, b.y1)]  # fmt: skip
+        # the nearest spot free of names, markers and lines; else one free of names and markers
+        # (its leader line may cross a name); else the nearest
+        box = next((b for b in inside if _free(b, disp[i], r, pads, markers, labels, lines)), None)
+        box = box or next((b for b in inside if _free(b, disp[i], r, pads, markers, labels, None)), None)
+        box = box or (inside[0] if inside else Bbox.from_bounds(disp[i][0] + r, disp[i][1], 0, 0))
+        near = _near(box, disp[i], r)
+        labels.append(box)
+        lines += [] if near else [_leader(box, disp[i])]
+        ax.annotate(names[i], pts[i], xytext=tuple(to_data.transform((box.x0, box.y0))), textcoords="data",
+                    fontsize=LABEL_SIZE, ha="left", va="bottom", arrowprops=None if near else leader,
+                    gid=f"card-label-{i}")  # fmt: skip
 
 
 def cost_svg(sc: ScenarioPlan) -> str:
@@ -103,9 +182,7 @@ def cost_svg(sc: ScenarioPlan) -> str:
     lo_x = min(xs)
     span = hi_x - lo_x or max(hi_x, 1e-3) * 0.2
     ax.set_xlim(max(0.0, lo_x - 0.15 * span), hi_x + 0.08 * span)
-    sep = max(ys) * 0.08  # about one label's height at this chart's size
-    heights = _label_heights(list(zip(xs, ys, strict=True)), span, sep)
-    ax.set_ylim(0, max(max(ys) * 1.25, max(heights) + sep))
+    ax.set_ylim(0, max(ys) * 1.25)
     if len(front) > 1:
         ax.plot([getattr(r, field) for r in front], [r.usd_per_audio_hour for r in front],
                 color=LIMIT_COLOR, linewidth=1.5, label="Pareto front")  # fmt: skip
@@ -113,16 +190,13 @@ def cost_svg(sc: ScenarioPlan) -> str:
     if limit is not None:
         shown = seconds_formatter(limit)(limit, 0) if seconds else f"{limit:g}"
         ax.axvline(limit, color=LIMIT_COLOR, linestyle=":", linewidth=1.8, label=f"SLO {metric} <= {shown}")
-    beside = offset_copy(ax.transData, fig=fig, x=5, units="points")  # the label starts 5 pt right
-    leader = {"arrowstyle": "-", "color": "#999", "lw": 0.6}  # from a label moved off its point
-    for r, x, y, ly in zip(rows, xs, ys, heights, strict=True):
-        ax.annotate(r.gpu, (x, y), xytext=(x, ly), textcoords=beside, fontsize=9.5, va="center", ha="left",
-                    arrowprops=leader if ly != y else None)  # fmt: skip
     round_ticks(ax.xaxis)
     round_ticks(ax.yaxis)
     ax.xaxis.set_major_formatter(seconds_formatter(hi_x) if seconds else plain_formatter())
     sign = unit(currency)
     ax.yaxis.set_major_formatter(plain_formatter(sign if sign == "$" else f"{sign} "))
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best", fontsize=9)
+    if ax.get_legend_handles_labels()[0]:  # below the axes: inside, it would cover card names
+        fig.legend(loc="outside lower center", ncols=2, fontsize=9)
+    order = sorted(range(len(rows)), key=lambda i: (rows[i].gpu not in on_front, ys[i], xs[i]))
+    _place_labels(fig, ax, [r.gpu for r in rows], list(zip(xs, ys, strict=True)), order, limit)
     return to_svg(fig)

@@ -38,10 +38,19 @@ class Section:
 
 
 @dataclass
+class ScenarioAnswer:
+    """A scenario after the first: its sentence, and its box (None when no GPU meets its SLO)."""
+
+    scenario: str
+    sentence: str
+    box: Answer | None
+
+
+@dataclass
 class Report:
     recommendation: str
     recommendation_source: Path | None
-    other_recommendations: list[str]
+    others: list[ScenarioAnswer]  # every other scenario of the plan, each shown in a box like the first
     sections: list[Section]
     inputs: list[tuple[Path, str]]
     skipped: list[str] = field(default_factory=list)

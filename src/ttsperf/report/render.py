@@ -27,7 +27,7 @@ h2 { font-size: 19px; border-bottom: 1px solid #ddd; padding-bottom: 4px; margin
              font-size: 17px; }
 .answer dt { color: #555; }
 .answer dd { margin: 0; font-weight: 600; }
-.others { color: #444; font-size: 14px; }
+.answer .run { margin: 2px 0; }
 .meta, .source, .caption { color: #666; font-size: 12.5px; }
 .charts { display: flex; flex-wrap: wrap; gap: 16px; margin: 12px 0; }
 figure.chart { margin: 0; border: 1px solid #e3e3e3; background: #fff; }
@@ -36,6 +36,16 @@ th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: left; vertical-al
 th { background: #f4f4f4; }
 td { max-width: 520px; }
 code { background: #f4f4f4; padding: 0 3px; }
+/* A command breaks only between its words: each word (a flag with its value) is one unbreakable
+   box, which scrolls inside itself if wider than the page rather than widening the page. */
+code.cmd > span { display: inline-block; max-width: 100%; overflow-x: auto; white-space: nowrap;
+                  vertical-align: top; }
+/* Nothing may make the page wider than the window (800 px): wide tables scroll in their own box,
+   charts shrink to fit, and a long word (a path) in prose may break. */
+body { overflow-wrap: break-word; }
+.table { max-width: 100%; overflow-x: auto; }
+figure.chart { max-width: 100%; }
+figure.chart svg { display: block; max-width: 100%; height: auto; }
 """
 
 
@@ -47,18 +57,40 @@ def _inputs_table(report: Report) -> Table:
     return Table([_("file"), _("kind")], [[str(p), _(k)] for p, k in report.inputs])
 
 
+def command(text: str) -> str:
+    """A command as <code> that a narrow page wraps only between words, never at a word's hyphen
+    ("serve -" / "-device"), each flag kept with its value: one unbreakable span per word or flag
+    and value, the spaces between them plain (copied, the command is one line again)."""
+    groups: list[list[str]] = []
+    for word in text.split():
+        last = groups[-1] if groups else []
+        if len(last) == 1 and last[0].startswith("-") and not word.startswith("-"):
+            last.append(word)  # a flag's value
+        else:
+            groups.append([word])
+    return '<code class="cmd">' + " ".join(f"<span>{escape(' '.join(g))}</span>" for g in groups) + "</code>"
+
+
 def _inline(text: str) -> str:
-    """Escape, then the two bits of Markdown the sections use: **bold** and `code`."""
-    out = escape(text)
+    """Escape, then the two bits of Markdown the sections use: **bold** and `code` (a command).
+    The code is set aside first: bold may hold code, and code is never read as Markdown."""
+    codes: list[str] = []
+
+    def aside(m: re.Match) -> str:
+        codes.append(command(m[1]))
+        return f"\x00{len(codes) - 1}\x00"
+
+    out = escape(re.sub(r"`(.+?)`", aside, text))
     out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
-    return re.sub(r"`(.+?)`", r"<code>\1</code>", out)
+    return re.sub(r"\x00(\d+)\x00", lambda m: codes[int(m[1])], out)
 
 
 def _html_table(t: Table) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in t.headers)
     body = "".join("<tr>" + "".join(f"<td>{escape(c)}</td>" for c in row) + "</tr>" for row in t.rows)
     cap = f'<div class="caption">{escape(t.caption)}</div>' if t.caption else ""
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{cap}"
+    # a wide table scrolls in its own box, never the page (15 columns of a plan at 800 px)
+    return f'<div class="table"><table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>{cap}'
 
 
 def _html_chart(c: Chart) -> str:
@@ -67,17 +99,21 @@ def _html_chart(c: Chart) -> str:
     )
 
 
-def _html_answer(a: Answer, sentence: str) -> str:
-    rows = "".join(f"<dt>{escape(_(LABELS[k]))}</dt><dd>{escape(v)}</dd>" for k, v in a.fields)
-    flags = (
-        f"<div>{escape(_('serve it:'))} <code>{escape(a.serve_flags)}</code></div>" if a.serve_flags else ""
+def _html_answer(scenario: str, a: Answer | None, sentence: str, lead: bool) -> str:
+    """One scenario's box: its fields, the commands and the sentence; a scenario no GPU meets has
+    the sentence alone (it says why). The lead box keeps the ids `answer` and `recommendation`."""
+    rows = "".join(f"<dt>{escape(_(LABELS[k]))}</dt><dd>{escape(v)}</dd>" for k, v in a.fields) if a else ""
+    cmds = [(_("serve it:"), a.serve_flags), (_("check it:"), a.check)] if a else []
+    flags = "".join(f'<div class="run">{escape(say)} {command(c)}</div>' for say, c in cmds if c)
+    title = (
+        _("The answer: {scenario} ({basis})").format(scenario=scenario, basis=a.basis)
+        if a
+        else _("The answer: {scenario}").format(scenario=scenario)
     )
-    if a.check:
-        flags += f"<div>{escape(_('check it:'))} <code>{escape(a.check)}</code></div>"
-    title = _("The answer: {scenario} ({basis})").format(scenario=a.scenario, basis=a.basis)
+    ids = (' id="answer"', ' id="recommendation"') if lead else (f' id="answer-{escape(scenario)}"', "")
     return (
-        f'<div class="answer" id="answer"><h2>{escape(title)}</h2>'
-        f'<dl>{rows}</dl>{flags}<p class="recommendation" id="recommendation">{_inline(sentence)}</p></div>'
+        f'<div class="answer"{ids[0]}><h2>{escape(title)}</h2>{f"<dl>{rows}</dl>" if rows else ""}{flags}'
+        f'<p class="recommendation"{ids[1]}>{_inline(sentence)}</p></div>'
     )
 
 
@@ -100,15 +136,14 @@ def to_html(report: Report) -> str:
             )
         )
         + "</div>",
-        _html_answer(report.answer, report.recommendation)
+        _html_answer(report.answer.scenario, report.answer, report.recommendation, lead=True)
         if report.answer
         else f'<p class="recommendation" id="recommendation">{_inline(report.recommendation)}</p>',
     ]
+    # every other scenario gets a box like the first: a reader compares them side by side
+    parts += [_html_answer(o.scenario, o.box, o.sentence, lead=False) for o in report.others]
     if report.recommendation_source:
         parts.append(f'<div class="source">{escape(_from(str(report.recommendation_source)))}</div>')
-    if report.other_recommendations:
-        items = "".join(f"<li>{_inline(s)}</li>" for s in report.other_recommendations)
-        parts.append(f'<ul class="others">{items}</ul>')
     for sec in report.sections:
         parts.append(f"<section><h2>{escape(sec.title)}</h2>")
         parts.append(f'<div class="source">{escape(_from(", ".join(str(p) for p in sec.sources)))}</div>')
@@ -151,18 +186,24 @@ def _md_table(t: Table) -> list[str]:
     return [*lines, ""]
 
 
+def _md_answer(a: Answer | None) -> list[str]:
+    if a is None:
+        return []
+    head = [_("the answer: {scenario}").format(scenario=a.scenario), a.basis]
+    lines = _md_table(Table(head, [[_(LABELS[k]), v] for k, v in a.fields]))
+    lines += [f"{_('serve it:')} `{a.serve_flags}`", ""] if a.serve_flags else []
+    return lines + ([f"{_('check it:')} `{a.check}`", ""] if a.check else [])
+
+
 def to_markdown(report: Report, charts_dir: Path, link_base: str) -> str:
     """Markdown; every chart is written as charts_dir/NAME.svg and linked as link_base/NAME.svg."""
     charts_dir.mkdir(parents=True, exist_ok=True)
     lines = [f"# {_('ttsperf report')}", "", f"**{report.recommendation}**", ""]
-    if a := report.answer:
-        head = [_("the answer: {scenario}").format(scenario=a.scenario), a.basis]
-        lines += _md_table(Table(head, [[_(LABELS[k]), v] for k, v in a.fields]))
-        lines += [f"{_('serve it:')} `{a.serve_flags}`", ""] if a.serve_flags else []
-        lines += [f"{_('check it:')} `{a.check}`", ""] if a.check else []
+    lines += _md_answer(report.answer)
     if report.recommendation_source:
         lines += [f"({_from(f'`{report.recommendation_source}`')})", ""]
-    lines += [f"- {s}" for s in report.other_recommendations]
+    for o in report.others:
+        lines += [f"**{o.sentence}**", "", *_md_answer(o.box)]
     for sec in report.sections:
         lines += ["", f"## {sec.title}", "", _from(", ".join(f"`{p}`" for p in sec.sources)), ""]
         for block in sec.blocks:
