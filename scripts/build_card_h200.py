@@ -32,6 +32,7 @@ OUT = ROOT / "src/ttsperf/data/card-h200-sxm.json"
 RUNS = ["check-cold", "warm-150", "warm-300", "warm-600", "warm-1000"]  # in the order they ran
 PROMPT_TOKENS = 49  # zh-8s's median prompt (X-Prompt-Tokens), as bench recorded it
 ENGINE_TREE = "840e404"  # the tree the split runs served: the engine this profile describes
+ENGINE_REVISION_MEASURED = 1  # that tree's engine, as ttsperf.revisions.CHANGES names it
 
 
 def measured(value: float, how: str, n: int | None = None, unit: str = "s") -> dict:
@@ -84,6 +85,9 @@ def build() -> dict:
     runs = split_runs()
     src = "docs/measurements/h200-2026-12-04"
     graphed = [s for s in steps if s["variant"] == "cuda_graphs"]
+    # the engine the split runs served (ttsperf.revisions): revision 1, the process split; a later
+    # change to the engine's host path makes plan label this card's row and project it as well
+    base["engine_revision"] = ENGINE_REVISION_MEASURED
     base["steps"] = [
         {
             "batch": s["batch"],

@@ -74,3 +74,37 @@ def test_the_h200_runs_are_predicted_from_the_card(tmp_path, run, audio_s_per_s,
     assert got.audio_seconds_per_s == pytest.approx(audio_s_per_s, rel=0.2)
     assert got.ttfa_p50_s == pytest.approx(ttfa_p50_s, rel=0.4)
     assert got.ttfa_p99_s == pytest.approx(ttfa_p99_s, rel=0.4)
+
+
+def test_the_card_measured_an_earlier_engine_and_its_row_shows_both():
+    """Issue 34 item 3: the engine changed after the card's runs (prefill without synchronizes),
+    so its row keeps the measurement and says what changed, with today's projection beside it."""
+    from ttsperf.revisions import CHANGES, ENGINE_REVISION, changed_since
+
+    [(_, profile)] = shipped_card_profiles()
+    assert profile.engine_revision == 1 < ENGINE_REVISION
+    assert changed_since(1) == [CHANGES[r] for r in range(2, ENGINE_REVISION + 1)]
+    assert changed_since(ENGINE_REVISION) == [] and changed_since(None) == []
+    plan = make_plan(gpus="H200 SXM,H100 SXM", scenario="realtime", streams=100)
+    rows = {r.gpu: r for r in plan.scenarios[0].rows}
+    h200, h100 = rows["H200 SXM"], rows["H100 SXM"]
+    assert len(plan.scenarios[0].rows) == 2  # the projection is said in the row, not a row of its own
+    assert CHANGES[ENGINE_REVISION] in h200.note and "Projected for today's engine" in h200.note
+    c, low, high = h200.projected_now
+    assert low <= c <= high and c != h200.max_streams  # a projection, not the measurement again
+    assert "card-h200-sxm.json" in h200.basis["step.prefill"].how  # the row itself stays measured
+    assert h100.projected_now is None and "engine" not in h100.note
+
+
+def test_a_profile_of_todays_engine_is_planned_as_measured_alone(tmp_path):
+    from ttsperf.revisions import ENGINE_REVISION
+
+    data = json.loads((ROOT / "src/ttsperf/data/card-h200-sxm.json").read_text())
+    data["engine_revision"] = ENGINE_REVISION
+    path = tmp_path / "h200-today.json"
+    path.write_text(json.dumps(data))
+    row = (
+        make_plan(profile=[str(path)], gpus="H200 SXM", scenario="realtime", streams=100).scenarios[0].rows[0]
+    )
+    assert str(path) in row.basis["step.prefill"].how
+    assert row.projected_now is None and "earlier engine" not in row.note

@@ -40,6 +40,12 @@ def test_the_batched_audio_call_is_timed_at_every_batch(prof, tiny_pipe):
     assert "batched Decoder + Vocos call over 4 rows" in prof.audio_calls[1].seconds.how
 
 
+def test_a_profile_names_the_engine_it_measured(prof):
+    from ttsperf.revisions import ENGINE_REVISION
+
+    assert prof.engine_revision == ENGINE_REVISION  # plan labels it once the engine changes
+
+
 def test_weights_and_kv_bytes_are_the_models(prof, tiny_pipe):
     params = sum(p.numel() for p in tiny_pipe.model.parameters())
     assert prof.weights_bytes.value == 4 * params  # fp32

@@ -27,7 +27,6 @@ def profile(
     Example: ttsperf profile --host -o host.json  # this CPU's host work per part; no GPU needed
     """
     from rich.console import Console
-    from rich.table import Table
 
     from ttsperf.model.device import resolve_device
 
@@ -66,11 +65,19 @@ def profile(
         sources = sources | {name: sources["quick"] for name in QUICK}
     if _write(prof, s, sources, out, as_json):
         return
-    table = Table(title=f"decode step on {prof.device.name} ({config}, {s.dtype})")
+    _print_profile(prof, f"{config}, {s.dtype}", pipe.cfg.steps_per_second, out)
+
+
+def _print_profile(prof, what: str, steps_per_second: float, out: Path | None) -> None:
+    """The profile as tables and lines a person reads (stdout)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"decode step on {prof.device.name} ({what})")
     for col in ("batch", "context", "step ms", "spread ms", "x real time", "memory MB"):
         table.add_column(col, justify="right")
     for step, mem in zip(prof.steps, prof.memory, strict=True):
-        xrt = step.batch / step.seconds.value / pipe.cfg.steps_per_second
+        xrt = step.batch / step.seconds.value / steps_per_second
         table.add_row(
             str(step.batch), str(step.context), f"{1000 * step.seconds.value:.1f}",
             f"{1000 * (step.seconds.spread or 0):.1f}", f"{xrt:.2f}", f"{mem.peak_bytes.value / 1e6:,.0f}",

@@ -92,6 +92,9 @@ def answer_lines(sc: ScenarioPlan, width: int = 80) -> list[str]:
         if rec.measured
         else "projected, not measured on this card (`ttsperf profile` on it measures it)"
     )
+    if rec.projected_now:  # the measurement is of an engine that has changed since
+        c, low, high = rec.projected_now
+        lines += wrap(f"measured with an earlier engine: today's projects {c:.3g} ({low:g}-{high:g}) per GPU")
     if rec.tied_with:
         lines += wrap(f"tied with {', '.join(rec.tied_with)} ({TIE_RULE}; picked by cost)")
     if rec.check:

@@ -26,7 +26,7 @@ from ttsperf.plan.catalog import Catalog, load_catalog, split_names
 from ttsperf.plan.cost import parse_own
 from ttsperf.plan.memory import MemoryModel, Workload
 from ttsperf.plan.money import load_rates
-from ttsperf.plan.recommend import mark_ties, recommend
+from ttsperf.plan.recommend import mark_ties, recommend, say_engine_changed
 from ttsperf.plan.rows import plan_row
 from ttsperf.plan.scenarios import SCENARIOS, Scenario, parse_duration, parse_slo
 from ttsperf.plan.schema import Default, Plan, PlanInputs, PlanRow, ScenarioPlan, Slo
@@ -413,7 +413,13 @@ def plan_scenarios(
     """Every card in every scenario, then one recommendation each."""
     resolved = [_with_slo(sc, slo) for sc in scenarios]
     work = [(sc, target or sc.load) for sc in resolved]
-    rows_of = _rows_per_card(cards, work, ctx, progress)
+    twins = [c.projected_now for c in cards if c.projected_now is not None]
+    rows_of = _rows_per_card(cards + twins, work, ctx, progress)
+    rows_of, twin_rows = rows_of[: len(cards)], iter(rows_of[len(cards) :])
+    for card, rows in zip(cards, rows_of, strict=True):
+        if card.projected_now is not None:
+            for row, projected in zip(rows, next(twin_rows), strict=True):
+                say_engine_changed(row, card.engine_changes, projected)
     plans = []
     for j, (scenario, load) in enumerate(work):
         rows = [r[j] for r in rows_of]

@@ -7,6 +7,7 @@ defaults. Measured weights bytes and KV bytes/token hold for any card at the sam
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass, field, replace
 
@@ -25,6 +26,7 @@ from ttsperf.plan.steptime import (
     roofline_bases,
 )
 from ttsperf.profile.schema import MaxBatchPoint, ModelProfile
+from ttsperf.revisions import changed_since
 
 
 @dataclass
@@ -41,6 +43,10 @@ class Card:
     searched_in: str = ""  # the profile's path
     device: str = "gpu"  # "other": a profiled device that is not a catalog GPU (e.g. this CPU)
     mode: str = ""  # the engine mode a profile of this card was measured in (MODES), else ""
+    # Measured with an engine that has changed since (ttsperf.revisions): what changed, and the
+    # same card projected for today's engine, planned beside it so its row can show both.
+    engine_changes: list[str] = field(default_factory=list)
+    projected_now: Card | None = None
 
     def max_batch(self, w: Workload, cap: int | None = None) -> tuple[int, Basis]:
         """Largest batch for the workload: searched on this card when its profile has it, else the
@@ -274,7 +280,7 @@ def build_cards(
         name = match_device(p.device.name, catalog.known or list(catalog.gpus))
         if name is not None:
             if name in by_name and by_name[name].step is not None:
-                _calibrate(by_name[name], path, p, dtype, any_config)
+                _calibrate_catalog_card(by_name[name], path, p, dtype, any_config)
             continue
         # The profiled device is not a catalog card (e.g. this CPU): a row of its own, at the
         # profile's dtype, shown apart from the GPUs and never recommended.
@@ -304,8 +310,20 @@ def build_cards(
     for path, p in shipped or []:
         card = by_name.get(match_device(p.device.name, list(by_name)) or "")
         if card is not None and not card.profiled and card.step is not None and p.model.dtype == dtype:
-            _calibrate(card, path, p, dtype)
+            _calibrate_catalog_card(card, path, p, dtype)
     return cards
+
+
+def _calibrate_catalog_card(
+    card: Card, path: str, p: ModelProfile, dtype: str, any_config: bool = False
+) -> None:
+    """_calibrate, keeping the card's projection beside it when the profile measured an engine that
+    has changed since: a measurement is of the engine that ran, the projection of today's."""
+    changes = changed_since(p.engine_revision)
+    if changes:
+        card.projected_now = copy.deepcopy(card)  # _calibrate changes the card's models in place
+        card.engine_changes = changes
+    _calibrate(card, path, p, dtype, any_config)
 
 
 def with_overheads(

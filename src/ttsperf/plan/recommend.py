@@ -59,6 +59,24 @@ def _tied(a: PlanRow, b: PlanRow) -> bool:
     return bool(host and sa and sb and sa[0] <= sb[1] and sb[0] <= sa[1])
 
 
+def say_engine_changed(row: PlanRow, changes: list[str], projected: PlanRow) -> None:
+    """A row measured with an engine that has changed since: what changed, and what the same card
+    projects for today's engine, beside the measurement (neither replaces the other: the
+    measurement is of the engine that ran, the projection is not measured)."""
+    c = capacity(projected)
+    if c is None:
+        return
+    span = projected.max_streams_range or projected.max_rate_range or [c, c]
+    row.projected_now = [c, span[0], span[1]]
+    unit = "streams" if row.max_streams is not None else "req/s"
+    low_high = f" ({span[0]:g}-{span[1]:g})" if span[0] != span[1] else ""
+    said = (
+        f"measured with an earlier engine; changed since: {'; '.join(changes)}. "
+        f"Projected for today's engine: {c:.3g}{low_high} {unit} per GPU"
+    )
+    row.note = f"{row.note}; {said}" if row.note else said
+
+
 def mark_ties(rows: list[PlanRow]) -> None:
     """Each row's `tied_with`: the other cards the simulation cannot order it against (_tied)."""
     for r in rows:
@@ -125,6 +143,7 @@ def recommend(
         usd_per_hour=best.usd_per_hour,
         usd_per_audio_hour=best.usd_per_audio_hour,
         measured=measured(best),
+        projected_now=best.projected_now,
         tied_with=tied_priced(best, [r for r in ok if getattr(r, scenario.objective) is not None]),
         check=check,
         price=price_source(best, prices),

@@ -126,6 +126,11 @@ class PlanRow(BaseModel):
     max_rate_range: list[float] | None = Field(
         None, description="[low, high] req/s per GPU at the ends of the overhead's sourced range"
     )
+    projected_now: list[float] | None = Field(
+        None,
+        description="a card measured with an engine that has changed since: [capacity, low, high] the "
+        "same card projects for today's engine (the note says what changed)",
+    )
     tied_with: list[str] = Field(
         [],
         description="cards whose capacity is within the search's resolution of this one's: the "
@@ -164,6 +169,9 @@ class Recommended(BaseModel):
     usd_per_hour: float | None
     usd_per_audio_hour: float | None
     measured: bool = Field(description="the card was profiled (its step times are measured)")
+    projected_now: list[float] | None = Field(
+        None, description="measured with an engine changed since: the row's projection for today's engine"
+    )
     tied_with: list[str] = Field(
         default_factory=list, description="priced cards as good within the search's resolution, costing more"
     )

@@ -43,6 +43,7 @@ from ttsperf.profile.schema import (
     PrefillPoint,
     StepPoint,
 )
+from ttsperf.revisions import ENGINE_REVISION
 
 Progress = Callable[[str], None]
 
@@ -295,6 +296,7 @@ def profile_model(
         host_per_row_step_s=host,
         host_per_step_s=host_step,
         ttsperf_version=__version__,
+        engine_revision=ENGINE_REVISION,
         device=device_info(device),
         model=ModelInfo(
             config=cfg.name,

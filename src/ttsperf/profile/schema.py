@@ -107,6 +107,9 @@ class ModelProfile(_Strict):
     version: Literal[1, 2] = PROFILE_VERSION
     created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     ttsperf_version: str = ""
+    engine_revision: int | None = Field(
+        None, description="ttsperf.revisions.ENGINE_REVISION of the engine measured; null: before revisions"
+    )
     device: DeviceInfo
     model: ModelInfo
     runtime: dict[str, bool | str | int | float] = Field(
