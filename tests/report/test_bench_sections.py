@@ -86,3 +86,25 @@ def test_the_latency_chart_draws_an_interval_bar_where_the_run_holds_one(results
         p.latency_s = p.latency_s.model_copy(update={"p50_ci": None})
         p.ttfa_s = p.ttfa_s.model_copy(update={"p50_ci": None})
     assert "-ci" not in load_section(results, run, "k").charts()[0].svg
+
+
+def test_the_load_section_says_what_the_server_ran_or_why_not(results):
+    """Issue 34 item 4: bench records the server's settings (/healthz) and the report shows them."""
+    from ttsperf.bench.results import ServerSettings
+
+    path = results / "bench" / "run.json"
+    run = BenchRun.read(path)
+    said = [b for b in load_section(path, run, "k").blocks if isinstance(b, str) and "Server settings" in b]
+    assert said == [
+        f"Server settings: none ({run.server_note or 'not recorded'})."
+    ]  # the mock is not ttsperf
+    run.server = ServerSettings(
+        source="http://127.0.0.1:8080/healthz", version="0.1.0", mode="cuda-graphs", dtype="fp16",
+        max_batch=256, max_queue=256, first_chunk_steps=24, device="cuda", model="chattts",
+        weights="synthetic",
+    )  # fmt: skip
+    said = [b for b in load_section(path, run, "k").blocks if isinstance(b, str) and "Server settings" in b]
+    assert said == [
+        "Server settings (from http://127.0.0.1:8080/healthz, ttsperf 0.1.0): cuda-graphs, fp16, max batch "
+        "256, queue 256, first chunk 24 steps, cuda, chattts (synthetic)."
+    ]

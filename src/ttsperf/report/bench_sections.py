@@ -70,6 +70,7 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
         "throughput = successes / window, never n / sum(latency). "
     ).format(points=len(pts), requests=sum(p.requests for p in pts), warmup=pts[0].warmup)
     sec.say(said + (_("The run was interrupted; the points shown finished.") if run.interrupted else ""))
+    sec.say(_server_line(run))
     if run.slo is not None:
         verdict = {
             "pass": _("SLO passed."),
@@ -81,6 +82,26 @@ def load_section(path: Path, run: BenchRun, key: str) -> Section:
     sec.blocks.append(_throughput_chart(run, pts, key))
     sec.blocks.append(_points_table(pts))
     return sec
+
+
+def _server_line(run: BenchRun) -> str:
+    """What the server under test said it ran (its /healthz, read before the load): the settings
+    a prediction of this run needs, or why none were recorded."""
+    srv = getattr(run, "server", None)  # runs written before bench recorded it have none
+    if srv is None:
+        why = getattr(run, "server_note", "") or _("not recorded")
+        return _("Server settings: none ({why}).").format(why=why)
+    said = [srv.mode, srv.dtype or ""]
+    said += [
+        _("max batch {n}").format(n=srv.max_batch) if srv.max_batch is not None else "",
+        _("queue {n}").format(n=srv.max_queue) if srv.max_queue is not None else "",
+        _("first chunk {n} steps").format(n=srv.first_chunk_steps) if srv.first_chunk_steps else "",
+        srv.device or "",
+        f"{srv.model or ''} ({srv.weights})" if srv.weights else srv.model or "",
+    ]
+    return _("Server settings (from {source}, ttsperf {version}): {settings}.").format(
+        source=srv.source, version=srv.version or "?", settings=", ".join(x for x in said if x)
+    )
 
 
 def _latency_chart(sec: Section, run: BenchRun, pts: list, key: str) -> None:
