@@ -163,3 +163,23 @@ def test_run_checks_reports_every_check_once_per_deployment():
         assert ids.count(per_deployment) == 2
     for once in ("environment", "nccl-buffsize", "gpu-placement", "chattts-shared-params"):
         assert ids.count(once) == 1
+
+
+def test_mps_is_named_where_one_gpu_would_run_several_engines(tmp_path):
+    """Issue 33 item 6: without CUDA MPS, processes on one GPU take turns (on the H200 a second
+    server process added nothing); doctor says whether the daemon runs, from /proc."""
+    from ttsperf.doctor.facts import mps_daemons
+
+    assert checks.check_mps(make_facts(0, mps_daemons=[])).severity == "skipped"
+    assert checks.check_mps(make_facts(1, mps_daemons=None)).severity == "skipped"
+    running = checks.check_mps(make_facts(1, mps_daemons=[4242]))
+    assert running.severity == "ok" and "4242" in running.evidence
+    absent = checks.check_mps(make_facts(1, mps_daemons=[]))
+    assert absent.severity == "info" and "nvidia-cuda-mps-control -d" in absent.fix
+    # a /proc laid out as Linux does: comm holds the name cut at 15 characters
+    for pid, name in ((10, "python3"), (11, "nvidia-cuda-mps"), (12, "nvidia-smi"), (13, "nvidia-cuda-mps")):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "comm").write_text(name + "\n")
+    (tmp_path / "self").mkdir()
+    assert mps_daemons(tmp_path) == [11, 13]
+    assert mps_daemons(tmp_path / "absent") is None

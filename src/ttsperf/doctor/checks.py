@@ -210,6 +210,30 @@ def check_gpu_placement(facts: Facts) -> Finding:
     return Finding(id_, "ok", MACHINE, title, f"compute processes per GPU (NVML index) {counts}")
 
 
+def check_mps(facts: Facts) -> Finding:
+    """More than one engine process on one GPU shares it only under CUDA MPS: without it the
+    contexts take turns (time slices), so a second `ttsperf serve` on the card adds nothing."""
+    id_, title = "cuda-mps", "CUDA MPS for more than one engine process per GPU"
+    if facts.gpu_count == 0:
+        return _skip(id_, MACHINE, title, "a CUDA GPU", "no CUDA GPU here: nothing to share")
+    if facts.mps_daemons is None:
+        return _skip(id_, MACHINE, title, "a readable /proc", "cannot list this machine's processes")
+    if facts.mps_daemons:
+        pids = ", ".join(map(str, facts.mps_daemons))
+        return Finding(
+            id_, "ok", MACHINE, title,
+            f"the MPS daemon runs (PID {pids}): engine processes on one GPU run their kernels at once",
+        )  # fmt: skip
+    return Finding(
+        id_, "info", MACHINE, title,
+        "no CUDA MPS daemon: processes on one GPU take turns in time slices; on an H200 a second "
+        "server process on the card added nothing (docs/measurements/h200-2026-12-04); one engine "
+        "process per GPU is served at its best without it",
+        "where one host core per engine binds (plan's 'binds: host'), start MPS (nvidia-cuda-mps-control -d) "
+        "before running more than one engine process per GPU",
+    )  # fmt: skip
+
+
 # ------------------------------------------------------------------ ChatTTS's own traps
 
 
@@ -311,6 +335,6 @@ def run_checks(facts: Facts) -> list[Finding]:
     findings = [environment(facts)]
     for dep in facts.deployments:
         findings += [check(dep, facts) for check in DEPLOYMENT_CHECKS]
-    findings += [check_nccl(facts), check_gpu_placement(facts), check_shared_params(facts)]
+    findings += [check_nccl(facts), check_gpu_placement(facts), check_mps(facts), check_shared_params(facts)]
     findings += check_streaming(facts) + check_batching(facts)
     return findings

@@ -76,6 +76,7 @@ class Facts:
     gpu_processes_note: str = ""
     chattts: ChatTTSPackage | None = None
     deployments: list[Deployment] = field(default_factory=list)
+    mps_daemons: list[int] | None = None  # PIDs of a running CUDA MPS control daemon; None: unreadable
 
     @property
     def gpu_count(self) -> int:
@@ -240,6 +241,27 @@ def chattts_package() -> ChatTTSPackage | None:
     )
 
 
+MPS_DAEMONS = ("nvidia-cuda-mps-control", "nvidia-cuda-mps-server")
+
+
+def mps_daemons(proc: Path = Path("/proc")) -> list[int] | None:
+    """PIDs of CUDA MPS's control daemon and servers on this machine (their process names in
+    /proc/PID/comm, which Linux cuts at 15 characters); None where /proc cannot be listed."""
+    try:
+        entries = [e for e in proc.iterdir() if e.name.isdigit()]
+    except OSError:
+        return None
+    found = []
+    for e in entries:
+        try:
+            name = (e / "comm").read_text().strip()
+        except OSError:  # gone, or not ours to read
+            continue
+        if any(d.startswith(name) for d in MPS_DAEMONS) and name.startswith("nvidia-cuda-mps"):
+            found.append(int(e.name))
+    return sorted(found)
+
+
 def collect(
     urls: list[str] | None = None,
     profiles: list[Path] | None = None,
@@ -269,4 +291,5 @@ def collect(
         gpu_processes_note=note,
         chattts=chattts_package(),
         deployments=deployments,
+        mps_daemons=mps_daemons(),
     )
