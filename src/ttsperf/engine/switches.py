@@ -38,7 +38,8 @@ def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.dev
         note(
             "cuda_graphs", True,
             "decode step captured per (batch, context) bucket, audio call per (rows, steps, "
-            "frames) bucket, on first use",
+            "frames) bucket, all before /readyz (ready means warm; a bucket out of memory then, on "
+            "first use)",
         )  # fmt: skip
     else:
         note("cuda_graphs", False, f"not applicable on {device.type}: CUDA graphs need a CUDA device")
