@@ -11,14 +11,31 @@ from ttsperf.errors import UserError
 
 
 def test_auto_max_batch_is_capped_and_never_zero(tiny_pipe):
-    assert auto_max_batch(tiny_pipe, 600, cap=5) == 5
-    assert auto_max_batch(tiny_pipe, 600, headroom=1e-12) == 1  # nothing fits: still one row
-    assert 1 <= auto_max_batch(tiny_pipe, 600) <= AUTO_BATCH_CAP
+    assert auto_max_batch(tiny_pipe, 100, 500, cap=5) == 5
+    assert auto_max_batch(tiny_pipe, 100, 500, headroom=1e-12) == 1  # nothing fits: still one row
+    assert 1 <= auto_max_batch(tiny_pipe, 100, 500) <= AUTO_BATCH_CAP
+
+
+def test_auto_max_batch_counts_a_slot_as_serve_and_plan_do(tiny_pipe, monkeypatch):
+    """One formula for a slot's bytes (facts.slot_bytes): what auto sizes is what serve's refusal
+    and plan's memory model count, so an auto batch always passes serve's own check."""
+    import psutil
+
+    g = tiny_pipe.cfg.gpt
+    per_slot = F.slot_bytes(100, 500, g.kv_bytes_per_token(4), g.hidden_size)  # tiny runs fp32
+    free = 1000 * per_slot + 1  # "available" host memory: room for exactly 1000 slots
+
+    class Memory:
+        available = free
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory)
+    assert auto_max_batch(tiny_pipe, 100, 500, headroom=1.0, cap=10_000) == 1000
+    assert auto_max_batch(tiny_pipe, 100, 500, headroom=0.5, cap=10_000) == 500
 
 
 def test_an_engine_without_max_batch_gets_the_runners_size(tiny_pipe):
     engine = Engine(tiny_pipe, EngineConfig(max_batch=None, max_prompt_tokens=100, max_new_tokens=100))
-    assert engine.max_batch == engine.runner.max_batch == auto_max_batch(tiny_pipe, 200)
+    assert engine.max_batch == engine.runner.max_batch == auto_max_batch(tiny_pipe, 100, 100)
     assert engine.slots.max_batch == engine.max_batch == engine.describe()["effective_max_batch"]
 
 

@@ -19,6 +19,7 @@ import numpy as np
 import psutil
 import torch
 
+from ttsperf import facts as F
 from ttsperf.engine.audio import BatchedAudio, Window
 from ttsperf.engine.config import AUTO_BATCH_CAP
 from ttsperf.engine.decode_step import DecodeStep
@@ -33,11 +34,19 @@ from ttsperf.model.step import advance
 from ttsperf.model.transfer import to_device
 
 
-def auto_max_batch(pipe: Pipeline, max_len: int, *, headroom: float = 0.5, cap: int = AUTO_BATCH_CAP) -> int:
-    """The largest batch whose KV slots fit in `headroom` of the free memory (device or host)."""
+def auto_max_batch(
+    pipe: Pipeline,
+    max_prompt_tokens: int,
+    max_new_tokens: int,
+    *,
+    headroom: float = 0.5,
+    cap: int = AUTO_BATCH_CAP,
+) -> int:
+    """The largest batch whose slots fit in `headroom` of the free memory (device or host), each
+    slot counted as serve's refusal and plan's memory model count it (facts.slot_bytes)."""
     g = pipe.cfg.gpt
     elem = next(pipe.model.gpt.parameters()).element_size()
-    per_row = g.kv_bytes_per_token(elem) * max_len + 4 * g.hidden_size * max_len  # KV + kept states
+    per_row = F.slot_bytes(max_prompt_tokens, max_new_tokens, g.kv_bytes_per_token(elem), g.hidden_size)
     if pipe.device.type == "cuda":
         free = torch.cuda.mem_get_info(pipe.device)[0]
     else:
@@ -84,7 +93,7 @@ class Runner:
         dtype = next(pipe.model.gpt.parameters()).dtype  # int8 weight-only: the activations' dtype
         compile = switch_report["compile"]["applied"]
         # None: as many rows as fit (the KV slots are this runner's to allocate)
-        self.max_batch = max_batch = max_batch or auto_max_batch(pipe, max_prompt_tokens + max_new_tokens)
+        self.max_batch = max_batch = max_batch or auto_max_batch(pipe, max_prompt_tokens, max_new_tokens)
         # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
         # which would be a shape of its own to compile.
         capacity = max_prompt_tokens + max_new_tokens + int(compile)
