@@ -18,14 +18,14 @@ def test_profile_round_trips_through_json(tmp_path, make_profile):
     back = load_profile(path)
     assert back == p
     raw = json.loads(path.read_text())
-    assert raw["schema"] == "ttsperf.profile" and raw["version"] == 2
+    assert raw["schema"] == "ttsperf.profile" and raw["version"] == 3
     assert raw["weights_bytes"]["kind"] == "measured" and raw["weights_bytes"]["how"]
 
 
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        (lambda d: d.update(version=3), r"field 'version': expected 1 or 2 .* found 3"),
+        (lambda d: d.update(version=4), r"field 'version': expected 1 or 2 or 3 .* found 4"),
         (lambda d: d.update(schema="other"), r"field 'schema': expected 'ttsperf.profile', found 'other'"),
         (
             lambda d: d["model"].update(name="cosyvoice"),

@@ -90,7 +90,7 @@ def test_cli_cpu_budget_search_on_the_tiny_model(tmp_path):
     )
     assert res.exit_code == 0, res.output
     prof = load_profile(out)
-    assert prof.version == 2 and [m.context for m in prof.max_batch] == [64, 512]
+    assert prof.version == 3 and [m.context for m in prof.max_batch] == [64, 512]
     for m in prof.max_batch:  # 64 GiB holds 32 tiny rows: the cap stops it, run for real
         assert (m.max_batch, m.limit) == (32, "cap") and m.probes[-1] == (32, True)
         assert m.bytes_at_max.value <= m.budget_bytes == 64 * 2**30 and "peak RSS" in m.method

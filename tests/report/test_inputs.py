@@ -91,16 +91,16 @@ def test_an_unknown_schema_version_is_refused(results, tmp_path):
 
 def test_results_of_different_schema_versions_are_refused_together(results, tmp_path):
     prof = json.loads((results / "profile.json").read_text())
-    prof["version"] = 3  # a future version beside the one this ttsperf writes
+    prof["version"] = 4  # a future version beside the one this ttsperf writes
     (tmp_path / "new.json").write_text(json.dumps(prof))
     msg = _error([results / "profile.json", tmp_path / "new.json"])
     assert "different schema versions" in msg and "profile.json" in msg and "new.json" in msg
 
 
-def test_a_version_1_profile_reads_beside_a_version_2_one(results, tmp_path):
-    """Version 1 is version 2 without max_batch (plan reads both), so the report takes both."""
+def test_a_version_1_profile_reads_beside_a_version_3_one(results, tmp_path):
+    """Version 1 is version 3 without max_batch and modes (plan reads both), so the report takes both."""
     prof = json.loads((results / "profile.json").read_text())
-    assert prof["version"] == 2
+    assert prof["version"] == 3
     prof["version"] = 1
     prof.pop("max_batch", None)
     (tmp_path / "old.json").write_text(json.dumps(prof))

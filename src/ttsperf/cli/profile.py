@@ -61,15 +61,17 @@ def profile(
                 pipe, s.contexts, budget_bytes=budget, cap=s.max_batch_cap or DEFAULT_CAP,
                 progress=lambda msg: status.update(f"profiling: {msg}"),
             )  # fmt: skip
+        if s.modes is not None:
+            _measure_modes(prof, pipe, s, lambda msg: status.update(f"profiling: {msg}"))
     if s.quick:  # --quick set the grid: its source is the grid's
         sources = sources | {name: sources["quick"] for name in QUICK}
     if _write(prof, s, sources, out, as_json):
         return
-    _print_profile(prof, f"{config}, {s.dtype}", pipe.cfg.steps_per_second, out)
+    _print_profile(prof, pipe.cfg.steps_per_second, f"{config}, {s.dtype}", out)
 
 
-def _print_profile(prof, what: str, steps_per_second: float, out: Path | None) -> None:
-    """The profile as tables and lines a person reads (stdout)."""
+def _print_profile(prof, steps_per_second: float, what: str, out: Path | None) -> None:
+    """The profile as tables and lines on stdout."""
     from rich.console import Console
     from rich.table import Table
 
@@ -99,6 +101,8 @@ def _print_profile(prof, what: str, steps_per_second: float, out: Path | None) -
         out_console.print(f"fixed per-step cost {1e3 * fixed.value:.1f} ms: {fixed.how}")
     if prof.max_batch:
         _print_max_batch(out_console, prof)
+    if prof.modes:
+        _print_modes(out_console, prof)
     if out is not None:
         out_console.print(f"wrote {out}")
 
@@ -126,6 +130,54 @@ def _write(prof, s: ProfileSettings, sources: dict[str, str], out: Path | None, 
     if as_json:
         print_json(data)
     return as_json
+
+
+def _measure_modes(prof, pipe, s: ProfileSettings, say) -> None:
+    """--modes: each engine mode, the per-op host cost and (--modes-host) the host profile, into `prof`."""
+    import torch
+
+    from ttsperf.profile.modes import measure_modes, per_op_host
+    from ttsperf.profile.settings import parse_modes
+
+    with torch.inference_mode():
+        prof.modes = measure_modes(pipe, parse_modes(s.modes or ""), s.batches, prof.prefill, s.repeats, say)
+    say("the host's cost per op, on the device and on the CPU")
+    prof.per_op_host = per_op_host(pipe.device)
+    if s.modes_host:
+        from ttsperf.profile.host import measure_host
+
+        host = measure_host(
+            repeats=s.repeats, warmup=1 if s.quick else 3, compile=s.host_compile, progress=say
+        )
+        prof.host = host.host
+
+
+def _print_modes(console, prof) -> None:
+    from rich.table import Table
+
+    table = Table(title="each engine mode as serve runs it (--modes)")
+    for col in ("mode", "step ms by batch", "audio call ms by rows", "prefill ms", "set up s"):
+        table.add_column(col)
+    for name, m in prof.modes.items():
+        if m.skipped:
+            table.add_row(name, f"skipped: {m.skipped}", "", "", "")
+            continue
+        ms = lambda pts, key: ", ".join(f"{getattr(p, key)}: {1e3 * p.seconds.value:.2f}" for p in pts)  # noqa: E731
+        prefill = ", ".join(f"{p.rows}x{p.prompt_tokens}: {1e3 * p.seconds.value:.1f}" for p in m.prefill)
+        setup = "-" if m.setup_seconds is None else f"{m.setup_seconds:.1f}"
+        table.add_row(name, ms(m.steps, "batch"), ms(m.audio_calls, "rows"), prefill, setup)
+    console.print(table)
+    op = prof.per_op_host
+    if op is not None:
+        console.print(
+            f"host per op: {1e6 * op.device_op.value:.2f} us on the device, "
+            f"{1e6 * op.cpu_op.value:.2f} us on the CPU: factor {op.factor:.2f}"
+            + (" (a CPU: 1 by definition)" if prof.device.kind == "cpu" else "")
+        )
+    if prof.host is not None:
+        console.print(
+            f"host profile of {prof.host.cpu.model}: {prof.host.seconds_total:.0f} s, in the same file"
+        )
 
 
 def _print_max_batch(console, prof) -> None:

@@ -25,7 +25,7 @@ from ttsperf.plan.steptime import (
     fit_step_times,
     roofline_bases,
 )
-from ttsperf.profile.schema import MaxBatchPoint, ModelProfile
+from ttsperf.profile.schema import MaxBatchPoint, Measured, ModelProfile
 from ttsperf.revisions import changed_since
 
 
@@ -43,6 +43,8 @@ class Card:
     searched_in: str = ""  # the profile's path
     device: str = "gpu"  # "other": a profiled device that is not a catalog GPU (e.g. this CPU)
     mode: str = ""  # the engine mode a profile of this card was measured in (MODES), else ""
+    # a profile of every mode (profile --modes): the card's step in each mode it measured
+    mode_steps: dict[str, StepModel] = field(default_factory=dict)
     # Measured with an engine that has changed since (ttsperf.revisions): what changed, and the
     # same card projected for today's engine, planned beside it so its row can show both.
     engine_changes: list[str] = field(default_factory=list)
@@ -151,6 +153,9 @@ def _memory_model(dtype: str, profiles: list[tuple[str, ModelProfile]]) -> Memor
 def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: bool = False) -> None:
     """Fit the step model (and the runtime memory term) of `card` to a profile measured on it.
     any_config: a profile of another config (tiny) calibrates too (plan --predict of that model)."""
+    if p.measured_modes():
+        _calibrate_modes(card, path, p, dtype, any_config)
+        return
     if p.model.dtype != dtype or (p.model.config != "chattts" and not any_config):
         card.note = f"profile {path} is {p.model.config}/{p.model.dtype}, plan is chattts/{dtype}: not used"
         return
@@ -207,6 +212,39 @@ def _calibrate(card: Card, path: str, p: ModelProfile, dtype: str, any_config: b
     card.searched, card.searched_in = list(p.max_batch), path
     card.profiled = True
     card.mode = profile_mode(p)
+
+
+def _calibrate_modes(card: Card, path: str, p: ModelProfile, dtype: str, any_config: bool) -> None:
+    """A profile of every mode: the card's step in each mode, each fitted as a profile of that one
+    mode would be; the card's own step (and mode) is the first mode measured."""
+    before = copy.deepcopy(card)
+    for mode in p.measured_modes():
+        one = copy.deepcopy(before)
+        _calibrate(one, path, profile_for_mode(p, mode), dtype, any_config)
+        if one.profiled:
+            card.mode_steps[mode] = one.step  # type: ignore[assignment]
+    _calibrate(card, path, profile_for_mode(p, p.measured_modes()[0]), dtype, any_config)
+
+
+def profile_for_mode(p: ModelProfile, mode: str) -> ModelProfile:
+    """A profile of every mode seen as a profile of `mode` alone: that mode's steps, prefill and
+    audio calls. Its steps are the engine's whole step, which holds the host's work per row and
+    per step that the eager grid's profile measures beside its bare step: counted once, there."""
+    m = p.modes[mode]
+    runtime = {k: v for k, v in p.runtime.items() if k not in ("compile", "cuda_graphs")}
+    runtime |= (
+        {"compile": True} if mode == "compile" else {"cuda_graphs": True} if mode == "cuda-graphs" else {}
+    )
+    inside = Measured(
+        value=0.0, unit="s", how=f"inside the engine's whole step measured in {mode} (profile --modes)"
+    )
+    return p.model_copy(
+        update={
+            "steps": m.steps, "prefill": m.prefill, "audio_calls": m.audio_calls, "runtime": runtime,
+            "host_per_row_step_s": inside, "host_per_step_s": inside, "fixed_step_overhead_s": None,
+            "modes": {},
+        }
+    )  # fmt: skip
 
 
 def profile_mode(p: ModelProfile) -> str:

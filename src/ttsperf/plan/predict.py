@@ -173,8 +173,12 @@ def _card_step(card: Card, s: PlanSettings, basis: str) -> tuple[StepModel, int 
     if card.profiled:
         if not s.profile:  # ttsperf's measurement of this card, in the mode asked for
             return card.step, GRAPHS_MAX_BATCH if card.mode == "cuda-graphs" else None, basis
+        if s.mode in card.mode_steps:  # a profile of every mode (profile --modes): that mode's
+            cap = GRAPHS_MAX_BATCH if s.mode == "cuda-graphs" else None
+            return card.mode_steps[s.mode], cap, f"{basis}; {s.mode} as measured there"
         if s.mode != "best":
-            raise UserError(f"--mode {s.mode}: {s.profile[0]} measured its own mode; predict it as measured")
+            measured = ", ".join(card.mode_steps) or "its own mode"
+            raise UserError(f"--mode {s.mode}: {s.profile[0]} measured {measured}; predict it as measured")
         return card.step, None, basis
     step, mode_cap, how = _at_mode(card.step, s.mode, s.host_profile)
     basis += f"; {how}"

@@ -10,6 +10,7 @@ first-chunk ladder.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from ttsperf.errors import UserError
@@ -179,7 +180,7 @@ def what_if_mode(t_fixed: float) -> Mode:
 def engine_at(card: Card, c: Candidate, ctx: PlanContext) -> EngineModel:
     """The simulated engine of `card` at setting `c` (a copy of its step model at the setting's
     overheads; a profiled card's step as measured)."""
-    step = card.step
+    step = card.mode_steps.get(c.mode.name, card.step)  # a profile of every mode: the mode's own
     assert step is not None
     if c.t_fixed is not None:
         vocoder_how = None
@@ -208,6 +209,8 @@ def search(q: Search, maxb: int) -> tuple[Searched, list[str]]:
             b, limit = mode.max_batch, "max batch"
         return Candidate(mode, w.first_chunk_steps, t_fixed, vocoder, b, limit)
 
+    if q.card.mode_steps:  # measured in every mode: search the modes asked for, as measured
+        return _search_measured(q, cand)
     if q.card.profiled:  # measured in one mode: plan that mode, as measured
         name = q.card.mode if q.card.mode in MODE_FLAGS else "eager"
         # a graphed card runs graphs only up to the rows serve captures: plan and print that batch
@@ -240,6 +243,31 @@ def search(q: Search, maxb: int) -> tuple[Searched, list[str]]:
             f"; {', '.join(skipped)} not searched (more overhead per step: a larger batch would not "
             "help, or it misses the SLO above the best load)"
         )
+    return best, [how]
+
+
+def _search_measured(q: Search, cand: Callable[..., Candidate]) -> tuple[Searched, list[str]]:
+    """A card profiled in every mode: the modes asked for that it measured, each as measured (the
+    least fixed cost first, as projected modes are searched); a mode asked for that it did not
+    measure is not guessed."""
+    card, ctx, w = q.card, q.ctx, q.ctx.workload
+    names = [m for m in ctx.modes if m in card.mode_steps]
+    if not names:
+        raise UserError(
+            f"--mode {','.join(ctx.modes)}: {card.searched_in} measured {', '.join(card.mode_steps)} "
+            "on this card; plan one of those, or profile the card with --modes"
+        )
+    names.sort(key=lambda m: card.mode_steps[m].t_fixed)
+    caps = {"cuda-graphs": GRAPHS_MAX_BATCH}  # graphs cover the rows serve captures, no more
+    modes = [Mode(m, MODE_FLAGS[m], 0.0, 0.0, 0.0, "as profiled", max_batch=caps.get(m)) for m in names]
+    tried, skipped = _search_modes(q, [cand(m, None, None) for m in modes])
+    best = max(tried, key=lambda t: t.cap.value)
+    if coarse(q) < ctx.n_requests:
+        best = capacity_at(q, best.candidate, best.cap.value or None, step=FINE_STEP, down=FINE_STEP)
+    how = ", ".join(f"{t.candidate.mode.name} as profiled" for t in tried)
+    how += f" (first chunk {w.first_chunk_steps} steps)"
+    if skipped:
+        how += f"; {', '.join(skipped)} not searched (it misses the SLO above the best load)"
     return best, [how]
 
 

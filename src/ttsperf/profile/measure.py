@@ -165,10 +165,21 @@ def fixed_overhead(steps: list[StepPoint]) -> Measured | None:
 ENGINE_TEXT = "你好，这是一段用于压测的文本，长度八秒左右。" * 4  # ~700 steps, past any window here
 
 
+def engine_config(max_batch: int) -> EngineConfig:
+    """The engine a profile drives: room for `max_batch` rows of ENGINE_TEXT's prompt and steps."""
+    return EngineConfig(max_batch=max_batch, max_queue=max_batch, max_prompt_tokens=160, max_new_tokens=1024)
+
+
 def engine_step_seconds(engine, batch: int, *, warm: int = 3, measured: int = 10) -> float:
-    """Median wall seconds of the engine's step (decode, sampling, state update, its one host
-    read, the scheduler's bookkeeping) with `batch` long non-streaming rows running, driven in
-    this thread; the rows are cancelled after. The engine must not be started (no worker)."""
+    """Median wall seconds of the engine's step (engine_step_times)."""
+    return statistics.median(engine_step_times(engine, batch, warm=warm, measured=measured)[0])
+
+
+def engine_step_times(engine, batch: int, *, warm: int = 3, measured: int = 10) -> tuple[list[float], int]:
+    """Wall seconds of each of `measured` engine steps (decode, sampling, state update, its one
+    host read, the scheduler's bookkeeping) with `batch` long non-streaming rows running, driven in
+    this thread, and the rows' mean KV tokens then; the rows are cancelled after. The engine must
+    not be started (no worker)."""
     from ttsperf.engine.types import SynthRequest
 
     with engine._contexts():
@@ -183,11 +194,31 @@ def engine_step_seconds(engine, batch: int, *, warm: int = 3, measured: int = 10
             t0 = time.perf_counter()
             engine._step()  # its one host read waits for the device: the wall time is the step's
             times.append(time.perf_counter() - t0)
+        context = round(float(engine.runner.state.host.positions[:batch].mean()))
         for h in handles:
             h.cancel()
         while engine.running():
             engine._step()
-    return statistics.median(times)
+    return times, context
+
+
+def engine_for(pipe: Pipeline, config: EngineConfig, switches=None):
+    """An engine over `pipe` (not started) with the profile's own TF32 and cudnn flags put back
+    after it applied its switches: what is measured after it runs as the profile set it."""
+    from ttsperf.engine.engine import Engine
+
+    flags = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+    )
+    engine = Engine(pipe, config, switches)
+    (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.backends.cudnn.benchmark,
+    ) = flags
+    return engine
 
 
 def host_per_row(pipe: Pipeline, batches: list[int], repeats: int) -> tuple[Measured | None, Measured | None]:
@@ -195,23 +226,10 @@ def host_per_row(pipe: Pipeline, batches: list[int], repeats: int) -> tuple[Meas
     same batch and context, at the smallest and largest batch: the slope is what each row adds on
     the host per step (plan's t_row), the intercept what every step adds whatever its rows (the
     batch state's bookkeeping ops, the scheduler). (None, None) with fewer than two batches."""
-    from ttsperf.engine.engine import Engine
-
     lo, hi = min(batches), max(batches)
     if lo == hi:
         return None, None
-    flags = (
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-        torch.backends.cudnn.benchmark,
-    )
-    config = EngineConfig(max_batch=hi, max_queue=hi, max_prompt_tokens=160, max_new_tokens=1024)
-    engine = Engine(pipe, config)  # applies its default switches: the profile's flags are put back below
-    (
-        torch.backends.cuda.matmul.allow_tf32,
-        torch.backends.cudnn.allow_tf32,
-        torch.backends.cudnn.benchmark,
-    ) = flags
+    engine = engine_for(pipe, engine_config(hi))
     tok = pipe.tokenizer
     context = len(tok.ids(tok.decorate_code_prompt(ENGINE_TEXT, "[speed_5]"))) + 10
     fwd, gen = SlotForward(pipe.model.gpt), torch.Generator().manual_seed(0)

@@ -17,10 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from ttsperf.errors import UserError
 
 PROFILE_SCHEMA = "ttsperf.profile"
-PROFILE_VERSION = 2
-# Version 2 added `max_batch` (profile --max-batch-search); a version-1 file is a valid version 2
-# without it, so plan still reads profiles written before.
-READABLE_VERSIONS = (1, 2)
+PROFILE_VERSION = 3
+# Version 2 added `max_batch` (profile --max-batch-search), version 3 `modes`, `per_op_host` and
+# `host` (profile --modes); an older file is a valid version 3 without them, so plan still reads
+# profiles written before.
+READABLE_VERSIONS = (1, 2, 3)
 PROFILE_MODEL = "chattts"
 
 
@@ -102,9 +103,38 @@ class MaxBatchPoint(_Strict):
     )
 
 
+# the engine's modes as serve and plan name them (plan.settings.MODE_FLAGS)
+ENGINE_MODES = ("eager", "compile", "cuda-graphs")
+EngineMode = Literal["eager", "compile", "cuda-graphs"]
+
+
+class ModeMeasurement(_Strict):
+    """What one engine mode costs on the device (`profile --modes`): the engine's whole step per
+    batch, prefill per rows x prompt and the audio call per rows, each run as serve runs that mode;
+    or why the mode was not measured here."""
+
+    skipped: str = Field("", description='why the mode was not measured (e.g. "needs CUDA"); "" when it was')
+    steps: list[StepPoint] = Field(default_factory=list)
+    prefill: list[PrefillPoint] = Field(default_factory=list)
+    audio_calls: list[AudioCallPoint] = Field(default_factory=list)
+    setup_seconds: float | None = Field(
+        None, ge=0, description="compiling or capturing before the first timed call (None: nothing to build)"
+    )
+
+
+class PerOpHost(_Strict):
+    """The host's seconds per eager op on the device against the same op on a CPU tensor: how much
+    more host time a card's eager launches cost than the host profile's CPU ops (plan's factor)."""
+
+    device_op: Measured
+    cpu_op: Measured
+    factor: float = Field(gt=0, description="device_op / cpu_op; 1.0 on a CPU (the same op, by definition)")
+    how: str
+
+
 class ModelProfile(_Strict):
     schema_: Literal["ttsperf.profile"] = Field(PROFILE_SCHEMA, alias="schema")
-    version: Literal[1, 2] = PROFILE_VERSION
+    version: Literal[1, 2, 3] = PROFILE_VERSION
     created: datetime = Field(default_factory=lambda: datetime.now(timezone.utc))
     ttsperf_version: str = ""
     engine_revision: int | None = Field(
@@ -142,6 +172,11 @@ class ModelProfile(_Strict):
     max_batch: list[MaxBatchPoint] = Field(
         default_factory=list, description="largest batch per context (profile --max-batch-search)"
     )
+    modes: dict[EngineMode, ModeMeasurement] = Field(
+        default_factory=dict, description="per engine mode, as serve runs it (profile --modes; version 3)"
+    )
+    per_op_host: PerOpHost | None = Field(None, description="an eager op's host time, device vs CPU")
+    host: HostSection | None = Field(None, description="the host profile of the CPU beside the device")
     settings: dict[str, Any] = Field(default_factory=dict, description="every profile setting, resolved")
     settings_sources: dict[str, str] = Field(
         default_factory=dict, description="default | file | env | flag per setting (ttsperf profile)"
@@ -151,6 +186,10 @@ class ModelProfile(_Strict):
 
     def dump(self) -> dict:
         return self.model_dump(mode="json", by_alias=True)
+
+    def measured_modes(self) -> list[str]:
+        """The engine modes `modes` measured here (none: a single-mode profile)."""
+        return [m for m in ENGINE_MODES if m in self.modes and not self.modes[m].skipped]
 
 
 HOST_SCHEMA = "ttsperf.host-profile"
@@ -213,6 +252,9 @@ class HostSection(_Strict):
     parts: dict[Literal["decode", "prefill", "audio"], HostPart]
     how: str = Field(description="how host seconds and kernel counts were obtained, per mode")
     seconds_total: float = Field(ge=0, description="wall seconds the measurement took")
+
+
+ModelProfile.model_rebuild()  # its `host` is a HostSection, defined above it only now
 
 
 class HostProfile(_Strict):

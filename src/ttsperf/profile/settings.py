@@ -8,6 +8,7 @@ from pydantic_settings import SettingsConfigDict
 
 from ttsperf.errors import UserError
 from ttsperf.model.settings import ModelSettings
+from ttsperf.profile.schema import ENGINE_MODES
 from ttsperf.settings import at_most
 
 # Upper bounds (issue 35): past them a grid point allocates more than any card holds, or the grid
@@ -36,6 +37,16 @@ class ProfileSettings(ModelSettings):
         "config and chattts's kernel count, per batch/rows and mode (eager; compile).",
     )
     host_compile: bool = Field(True, description="With --host: also compile (about a minute of Inductor).")
+    modes: str | None = Field(
+        None,
+        description="Also measure each engine mode as serve runs it, into the same file: all (eager, "
+        "compile, cuda-graphs; cuda-graphs needs CUDA and is marked skipped without it) or a list, e.g. "
+        "eager,compile. With the host's per-op cost on the device and, unless --no-modes-host, the host "
+        "profile.",
+    )
+    modes_host: bool = Field(
+        True, description="With --modes: also this CPU's host profile (--host; --no-host-compile applies)."
+    )
     max_batch_search: bool = Field(
         False,
         description="Also find the largest batch that fits at each context (CUDA: OOM-safe bisection; "
@@ -78,6 +89,21 @@ class ProfileSettings(ModelSettings):
             raise UserError("--max-batch-cap: applies to --max-batch-search only; add --max-batch-search")
         if s.host and (s.optimizations or s.max_batch_search):
             raise UserError("--host: not with --optimizations or --max-batch-search (run them one at a time)")
+        if s.modes is not None and (s.host or s.optimizations):
+            raise UserError("--modes: not with --host or --optimizations (--modes measures the host too)")
+        if s.modes is not None:
+            parse_modes(s.modes)  # a wrong name in one line now, before the model loads
         if s.optimizations and s.max_batch_search:
             raise UserError("--max-batch-search: not with --optimizations (run them one at a time)")
         return s
+
+
+def parse_modes(text: str) -> list[str]:
+    """--modes: all, or any of eager,compile,cuda-graphs -> the modes in ENGINE_MODES' order."""
+    names = [m.strip().lower() for m in text.split(",") if m.strip()]
+    if names == ["all"]:
+        return list(ENGINE_MODES)
+    bad = [m for m in names if m not in ENGINE_MODES]
+    if bad or not names:
+        raise UserError(f"--modes {text!r}: expected all or any of {','.join(ENGINE_MODES)}")
+    return [m for m in ENGINE_MODES if m in names]
