@@ -15,7 +15,7 @@ from ttsperf.plan.steptime import DEFAULT_T_CHUNK_S, DEFAULT_T_REQUEST_S
 
 runner = CliRunner()
 KEYS = {"throughput_rps", "audio_seconds_per_s", "e2e_p50_s", "e2e_p99_s"}
-KEYS |= {"ttfa_p50_s", "ttfa_p99_s", "mean_batch", "mean_step_s", "underrun_p99_s"}
+KEYS |= {"ttfa_p50_s", "ttfa_p99_s", "mean_batch", "mean_step_s", "underrun_p99_s", "error_rate"}
 
 
 def run(*args: str):

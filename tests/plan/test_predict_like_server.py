@@ -65,13 +65,19 @@ def test_the_run_s_server_settings_are_predicted_as_if_typed_and_said(runs):
     assert "cuda-graphs (`ttsperf serve --cuda-graphs`)" in p.basis
     assert p.server == {
         "source": GPU_SERVER.source,
-        "taken": {"mode": "cuda-graphs", "dtype": "fp16", "max_batch": 256, "first_chunk_steps": 16},
+        "taken": {
+            "mode": "cuda-graphs",
+            "dtype": "fp16",
+            "max_batch": 256,
+            "max_queue": 256,
+            "first_chunk_steps": 16,
+        },
         "overridden": {},
         "line": LINE,
     }
     # exactly the prediction of the flags a user typed by hand before bench recorded them
     typed = predict(gpus=CARD, like=runs["mock"], mode="cuda-graphs", dtype="fp16", max_batch=256,
-                    first_chunk_steps=16)  # fmt: skip
+                    max_queue=256, first_chunk_steps=16)  # fmt: skip
     assert typed.server is None
     assert typed.prediction == p.prediction and typed.basis == p.basis
 
@@ -79,7 +85,7 @@ def test_the_run_s_server_settings_are_predicted_as_if_typed_and_said(runs):
 def test_a_setting_the_user_gave_wins_and_is_said(runs, monkeypatch):
     p = predict(gpus=CARD, like=runs["gpu"], mode="eager", max_batch=64)
     assert p.max_batch == 64 and "eager (`ttsperf serve` without a mode flag)" in p.basis
-    assert p.server["taken"] == {"dtype": "fp16", "first_chunk_steps": 16}
+    assert p.server["taken"] == {"dtype": "fp16", "max_queue": 256, "first_chunk_steps": 16}
     assert p.server["overridden"] == {"mode": "cuda-graphs", "max_batch": 256}
     assert p.server["line"] == (
         "from the run: fp16, queue 256, first chunk 16 steps (/healthz, ttsperf 0.1.0, chattts on cuda:0); "
@@ -97,7 +103,7 @@ def test_a_profile_keeps_its_own_mode_and_dtype(runs, profile_file):
     prof = str(profile_file(device=CARD, dtype="fp32"))
     p = predict(profile=[prof], like=runs["gpu"])  # fp16 and cuda-graphs would be refused for it
     assert p.profiled and p.max_batch == 256
-    assert p.server["taken"] == {"max_batch": 256, "first_chunk_steps": 16}
+    assert p.server["taken"] == {"max_batch": 256, "max_queue": 256, "first_chunk_steps": 16}
     assert p.server["line"].endswith("; mode and dtype the profile's (the run's: cuda-graphs, fp16)")
 
 
@@ -134,6 +140,8 @@ def test_bench_of_a_live_ttsperf_server_then_predict_takes_its_settings(tmp_path
     assert run.points[0].successes == 4
     write_outputs(run, tmp_path / "run")
     p = predict(gpus=CARD, like=str(tmp_path / "run"))
-    assert p.server["taken"] == {"mode": "eager", "dtype": "fp32", "max_batch": 6, "first_chunk_steps": 12}
+    # serve's queue by default: a batch's worth, at least 64 (facts.MIN_QUEUE)
+    assert p.server["taken"] == {"mode": "eager", "dtype": "fp32", "max_batch": 6, "max_queue": 64,
+                                 "first_chunk_steps": 12}  # fmt: skip
     assert p.max_batch == 6 and p.workload["first_chunk_steps"] == 12
     assert p.server["line"].endswith(f"(/healthz, ttsperf {run.server.version}, tiny on cpu)")

@@ -408,6 +408,13 @@ def render_prediction(p: Prediction, console: Console) -> None:
             if n.underrun_p99_s is None
             else f"P99 {n.underrun_p99_s:.3f} s (worst stall per request, played from the first chunk)",
         ),
+        (
+            "refused",
+            "none: the queue unbounded (no --max-queue, and no run's server says one)"
+            if p.max_queue is None
+            else f"{100 * n.error_rate:.1f}% of requests (503: {p.max_queue} waiting, the queue full; "
+            "bench's error rate), latencies of the answered",
+        ),
         ("mean batch", f"{n.mean_batch:.1f} rows per step of {1e3 * n.mean_step_s:.2f} ms"),
         (
             "workload",
@@ -420,7 +427,9 @@ def render_prediction(p: Prediction, console: Console) -> None:
         ("", f"first audio after {w['first_chunk_steps']} steps"),
         (
             "simulated",
-            f"{p.simulated_requests} requests" + ("" if p.p99_resolved else ", too few to resolve P99"),
+            f"{p.simulated_requests} requests"
+            + (" answered" if n.error_rate else "")  # the refused have no latency
+            + ("" if p.p99_resolved else ", too few to resolve P99"),
         ),
         ("basis", p.basis),
     ]

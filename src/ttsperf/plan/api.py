@@ -142,6 +142,8 @@ def make_plan(
     predict_only = [f for f, v in (("--like", s.like), ("--ramp-up", s.ramp_up)) if v is not None]
     if predict_only:
         raise UserError(f"{', '.join(predict_only)}: a bench run's load, used with --predict only")
+    if s.max_queue is not None:  # plan prints the queue its check command needs (rows.serve_flags)
+        raise UserError("--max-queue: a server's queue to predict, used with --predict only")
     first_chunk_steps = s.first_chunk()
     names = [s.scenario] if s.scenario else list(SCENARIOS)
     for n in names:

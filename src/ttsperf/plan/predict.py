@@ -47,6 +47,11 @@ class Numbers(BaseModel):
     underrun_p99_s: float | None = Field(
         None, description="worst playback stall per request, P99 (None: not streamed, nothing plays early)"
     )
+    error_rate: float = Field(
+        0.0,
+        description="bench's error_rate: the share of measured requests not answered, here those "
+        "refused (HTTP 503) because max_queue requests were waiting; the latencies are the answered ones'",
+    )
 
 
 class Prediction(BaseModel):
@@ -58,6 +63,9 @@ class Prediction(BaseModel):
     profiled: bool
     load: dict[str, float | str]
     max_batch: int
+    max_queue: int | None = Field(
+        None, description="the server's queue: past it a request is refused (None: unbounded, none refused)"
+    )
     engine: str
     workload: dict[str, float | int | str]
     like: str | None = Field(
@@ -211,6 +219,7 @@ FROM_RUN = {
     "mode": "{}",
     "dtype": "{}",
     "max_batch": "max batch {}",
+    "max_queue": "queue {}",
     "first_chunk_steps": "first chunk {} steps",
 }
 
@@ -223,7 +232,7 @@ def _from_run(s: PlanSettings, srv: RunServer | None) -> tuple[PlanSettings, dic
     if srv is None:
         return s, None
     said = {"mode": srv.mode, "dtype": srv.dtype, "max_batch": srv.max_batch,
-            "first_chunk_steps": srv.first_chunk_steps}  # fmt: skip
+            "max_queue": srv.max_queue, "first_chunk_steps": srv.first_chunk_steps}  # fmt: skip
     taken, overridden, profiles = {}, {}, {}
     for name, value in said.items():
         if value is None:
@@ -237,8 +246,6 @@ def _from_run(s: PlanSettings, srv: RunServer | None) -> tuple[PlanSettings, dic
     if not (taken or overridden or profiles):
         return s, None
     parts = [FROM_RUN[n].format(v) for n, v in taken.items()]
-    if srv.max_queue is not None:  # said, not simulated: the engine model holds every arrival
-        parts.insert(len([n for n in taken if n != "first_chunk_steps"]), f"queue {srv.max_queue}")
     where = ", ".join(x for x in (urlsplit(srv.source).path or srv.source, srv.about) if x)
     line = f"from the run: {', '.join(parts) or 'nothing'} ({where})"
     for name, value in overridden.items():
@@ -308,7 +315,10 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         basis += f"; prompt {prompt_tokens} tokens (--prompt-tokens: the run does not say)"
     load = lk.load if lk is not None else _flags_load(s)
     cold = load.kind == "streams"  # bench's closed loop: N streams sent at once, after a drained warm-up
-    r = simulate(EngineModel.of(step, maxb, w), load, requests, seed, cold_start=cold)
+    try:
+        r = simulate(EngineModel.of(step, maxb, w, s.max_queue), load, requests, seed, cold_start=cold)
+    except ValueError as exc:  # every measured request refused: no latency to predict
+        raise UserError(f"--max-queue {s.max_queue}: {exc}") from None
     streamed = lk is None or lk.streamed
     ttfa_p50, ttfa_p99 = (r.ttfa_p50, r.ttfa_p99) if streamed else (r.e2e_p50, r.e2e_p99)
     return Prediction(
@@ -317,6 +327,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
         profiled=card.profiled,
         load=_load_fields(load),
         max_batch=maxb,
+        max_queue=s.max_queue,
         engine=s.engine,
         workload={
             "audio_seconds": w.audio_seconds,  # the mean, of several lengths
@@ -340,6 +351,7 @@ def predict(settings: PlanSettings | None = None, **fields: Any) -> Prediction:
             mean_batch=r.mean_batch,
             mean_step_s=r.mean_step_s,
             underrun_p99_s=r.underrun_p99 if streamed else None,
+            error_rate=r.error_rate,
         ),
         simulated_requests=r.n,
         p99_resolved=r.p99_resolved,

@@ -117,6 +117,11 @@ class PlanSettings(Layered):
     max_batch: int | None = Field(
         None, description="Cap the engine's batch (slots) below what memory allows."
     )
+    max_queue: int | None = Field(
+        None,
+        description="--predict: serve's --max-queue: a request that finds this many waiting is refused "
+        "(503); default: the --like run's server's, else none (the queue holds every request).",
+    )
     max_prompt_tokens: int | None = Field(
         None, description="serve's prompt limit (sizes its slots); default: the longest prompt + 25%."
     )
@@ -205,6 +210,8 @@ class PlanSettings(Layered):
             )
         if self.max_batch is not None and self.max_batch < 1:
             raise UserError(f"--max-batch: expected >= 1, found {self.max_batch}")
+        if self.max_queue is not None and self.max_queue < 1:
+            raise UserError(f"--max-queue: expected >= 1, found {self.max_queue}")
         if self.engine not in ENGINES:
             raise UserError(f"--engine: expected one of {', '.join(ENGINES)}, found {self.engine!r}")
         if self.memory_at is not None and self.memory_at < 1:
@@ -251,6 +258,7 @@ class PlanSettings(Layered):
         at_most("--max-new-tokens", self.max_new_tokens, MAX_STEPS, "steps")
         at_most("--slot-tokens", self.slot_tokens, 2 * MAX_STEPS, "tokens")
         at_most("--max-batch", self.max_batch, MAX_BATCH, "sequences")
+        at_most("--max-queue", self.max_queue, MAX_STREAMS, "requests")
         at_most("--memory-at", self.memory_at, MAX_BATCH, "sequences")
         at_most("--gpus-per-machine", self.gpus_per_machine, 64, "cards")
         at_most("--think-time", self.think_time, HOUR, "(an hour)", unit="s")

@@ -56,13 +56,19 @@ class EngineModel:
     handoff_serial: bool = False  # True: on the engine's CPU, so the engine waits for it too
     # the same event loop's work per request received, before the engine can queue it
     intake_s: float = 0.0
+    # serve's --max-queue: a request that finds this many waiting for a row is refused (HTTP 503,
+    # engine/admission.py); None: the queue holds every arrival (plan's search: its loads never fill it)
+    max_queue: int | None = None
 
     @classmethod
-    def of(cls, step: StepModel, max_batch: int, workload: Workload) -> EngineModel:
+    def of(
+        cls, step: StepModel, max_batch: int, workload: Workload, max_queue: int | None = None
+    ) -> EngineModel:
         """ttsperf serve's engine with this step model."""
         return cls(
             step, max_batch, workload, host_per_row_s=step.t_row, host_per_step_s=step.t_host,
             handoff_s=step.t_chunk, handoff_serial=step.chunk_serial, intake_s=step.t_request,
+            max_queue=max_queue,
         )  # fmt: skip
 
 
@@ -113,7 +119,10 @@ class SimResult:
     mean_step_s: float
     busy_fraction: float  # share of the run the worker was prefilling, stepping or vocoding
     p99_resolved: bool
-    audio_mean_s: float = 0.0  # audio per measured request, on average (several lengths: drawn)
+    audio_mean_s: float = 0.0  # audio per answered measured request, on average (several lengths: drawn)
+    # bench's error_rate: the share of measured requests not answered, here those refused because
+    # the queue was full (EngineModel.max_queue); the latencies above are the answered requests'
+    error_rate: float = 0.0
 
     def metric(self, name: str) -> float:
         return float(getattr(self, name))
@@ -215,6 +224,7 @@ class Request:
     pause: float = 0.0  # a listener's wait from its reply's end to its stream's next request
     taken_in: bool = False  # by the server's event loop: its heap time is when it is queued
     length: int = 0  # its class in the workload's lengths (0: the only one)
+    refused: bool = False  # the queue was full: answered 503 at once (done: when)
 
 
 @dataclass(slots=True)
@@ -261,8 +271,12 @@ class Arrivals:
         lengths: int = 1,
         seed: int = 0,
         ordered: bool = False,
+        audio: tuple[float, ...] = (),
     ) -> None:
         self.load, self.rng = load, rng
+        # each length class's audio seconds: a refused listener waits as long as its reply would
+        # have played (bench's playback_end of a reply without chunks), then thinks, then asks again
+        self.audio = audio
         self.loop = EventLoop() if loop is None else loop
         self.requests: list[Request] = []  # by id, in the order they were scheduled
         self.heap: list[tuple[float, int]] = []  # (time sent, or queued once taken in; id)
@@ -311,22 +325,44 @@ class Arrivals:
     def next_time(self) -> float:
         return self.heap[0][0] if self.heap else math.inf
 
-    def due(self, now: float, waiting: deque[int]) -> None:
-        """Move every request queued by `now` to `waiting`; one sent by then is taken in by the
-        event loop first (and an open loop's next one scheduled)."""
+    def due(self, now: float, waiting: deque[int], max_queue: int | None = None) -> list[int]:
+        """Move every request queued by `now` to `waiting`, in the order they reach it; one sent by
+        then is taken in by the event loop first (and an open loop's next one scheduled). One that
+        finds `max_queue` waiting is refused, as serve's queue refuses it -> the refused ids.
+
+        Waiting requests leave only at a step boundary (admission), so the queue each arrival
+        between two boundaries finds is exactly what this replay in arrival order counts."""
         heap, loop = self.heap, self.loop
+        refused: list[int] = []
         while heap and heap[0][0] <= now:
-            sent, rid = heapq.heappop(heap)
+            at, rid = heapq.heappop(heap)
             q = self.requests[rid]
             if not q.taken_in:
                 q.taken_in = True
                 if q.stream < 0:
                     self.add_open()
-                queued = loop.take_in(sent)
-                if queued > now:
-                    heapq.heappush(heap, (queued, rid))
+                at = loop.take_in(at)
+                if at > now:
+                    heapq.heappush(heap, (at, rid))
                     continue
+            if max_queue is not None and len(waiting) >= max_queue:
+                q.refused, q.first, q.done = True, at, at
+                refused.append(rid)
+                continue
             waiting.append(rid)
+        for rid in refused:  # after the loop: a stream that asks again at once is not refused twice now
+            self._again(self.requests[rid])
+        return refused
+
+    def _again(self, q: Request) -> None:
+        """A refused closed-loop stream asks again as bench's user does after an error: at once, or
+        a listener after the reply's length (it "plays" a reply without chunks from its end) and
+        its think time (bench/runner.py, bench/metrics.py playback_end)."""
+        if q.stream < 0:
+            return
+        think = self.load.think_s
+        q.pause = 0.0 if think is None else (self.audio[q.length] if self.audio else 0.0) + think
+        self.add(q.done + q.pause, q.stream)
 
 
 class _Chunk(NamedTuple):
@@ -544,7 +580,13 @@ def _one_run(
         # A closed loop is measured over at least one full wave of its streams after the warm-up one.
         n_requests = max(n_requests, streams)
     arrivals = Arrivals(
-        load, np.random.default_rng(seed), EventLoop.of(engine), len(w.classes()), seed, w.ordered
+        load,
+        np.random.default_rng(seed),
+        EventLoop.of(engine),
+        len(w.classes()),
+        seed,
+        w.ordered,
+        tuple(a for a, _ in w.classes()),
     )
     b0 = min(streams, maxb)  # one request's service time, to stagger a closed loop's streams over
     service = (
@@ -605,7 +647,8 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
     plain = sm.correction is None
     while done < n_measured:
         if heap and heap[0][0] <= now:
-            arrivals.due(now, waiting)
+            for rid in arrivals.due(now, waiting, engine.max_queue):  # refused: answered, done
+                done += rid in measured
             debt += loop.owed  # the requests it took in, on the engine's CPU
             loop.owed = 0.0
         if waiting and rows.running < maxb:
@@ -659,10 +702,14 @@ def _serve(engine: EngineModel, arrivals: Arrivals, measured: range) -> _Totals:
 def _summary(
     run: tuple[list[Request], range, _Totals], load: Load, cold_start: bool, w: Workload
 ) -> SimResult:
-    """Latency percentiles over the measured requests, throughput, and the worker's averages."""
+    """Latency percentiles over the measured requests answered, throughput, the share refused and
+    the worker's averages."""
     streams = int(load.value) if load.kind == "streams" else 0
     requests, measured, totals = run
-    ms = [requests[i] for i in measured]
+    every = [requests[i] for i in measured]
+    ms = [q for q in every if not q.refused]  # bench's percentiles are over the answered (ok) ones
+    if not ms:
+        raise ValueError(f"every one of the {len(every)} measured requests was refused (the queue full)")
     arrival = np.array([q.arrival for q in ms])
     e2e = np.array([q.done for q in ms]) - arrival
     ttfa = np.array([q.first for q in ms]) - arrival
@@ -677,14 +724,19 @@ def _summary(
     # each request's audio, by its length class
     of_class = np.array([F.steps_for_audio(a) / F.STEPS_PER_AUDIO_SECOND for a, _ in w.classes()])
     audio_s = of_class[[q.length for q in ms]]
-    t0 = min(q.arrival for q in ms)
-    t1 = max(q.done for q in ms)
+    # bench's window: from the first measured request sent to the last answered, refused ones too
+    t0 = min(q.arrival for q in every)
+    t1 = max(q.done for q in every)
     window = t1 - t0
     # bench's definition when reproducing it: the measured successes over their window
-    completed = len(ms) if cold_start else sum(1 for q in requests if t0 < q.done <= t1)
+    completed = len(ms) if cold_start else sum(1 for q in requests if t0 < q.done <= t1 and not q.refused)
     if streams and not cold_start:
-        mean = float(e2e.mean()) + float(np.mean([q.pause for q in ms]))
+        # every cycle a stream makes, a refused one's too, at the share answered
+        cycle = np.array([q.done for q in every]) - np.array([q.arrival for q in every])
+        mean = float(cycle.mean()) + float(np.mean([q.pause for q in every]))
         throughput = streams / mean if mean > 0 else math.inf
+        if n < len(every):
+            throughput *= n / len(every)
     else:
         throughput = completed / window if window > 0 else math.inf
     steps_run, clock = totals.steps, totals.now
@@ -705,4 +757,5 @@ def _summary(
         busy_fraction=1.0 - totals.idle / clock if clock > 0 else 0.0,
         p99_resolved=n >= P99_MIN_SAMPLES,
         audio_mean_s=float(audio_s.mean()),
+        error_rate=(len(every) - n) / len(every),
     )
