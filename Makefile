@@ -3,6 +3,12 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# make demo needs ttsperf's runtime dependencies only, not the dev extras (ray, onnxruntime,
+# torchao, schemathesis, ...): most of a fresh venv's install time.
+DEMO_STAMP := $(VENV)/.demo-stamp
+# --no-compile: pip byte-compiles every installed module (all of torch's); Python compiles the ones
+# a command imports, once, when it first imports them.
+PIP_INSTALL = -m pip install -q --no-compile -c constraints-dev.txt
 # The conformance venv holds the official ChatTTS package (AGPL; only ever run, never copied) with
 # the torch/torchaudio pair it needs: ~7 GB, so it lives apart from the development venv.
 CVENV ?= .venv-conformance
@@ -14,7 +20,14 @@ CSTAMP := $(CVENV)/.installed-stamp
 $(STAMP): pyproject.toml constraints-dev.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -c constraints-dev.txt -e '.[dev]'
+	$(PY) $(PIP_INSTALL) -e '.[dev]'
+	touch $@
+
+# The dev venv holds the runtime dependencies already (pip checks them in seconds), and the demo's
+# venv becomes the dev one when a dev target runs.
+$(DEMO_STAMP): pyproject.toml constraints-dev.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) $(PIP_INSTALL) -e .
 	touch $@
 
 test: $(STAMP)
@@ -26,7 +39,7 @@ test: $(STAMP)
 check: lint
 	$(PY) -m pytest -q -m "not slow" -n auto --dist loadfile
 
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	$(VENV)/bin/ttsperf demo --quick
 
 lint: $(STAMP)
