@@ -80,7 +80,7 @@ def partial_demo(tmp_path_factory) -> Path:
 
     out = tmp_path_factory.mktemp("partial_demo")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(demo_serving, "start_server", interrupted)
+        mp.setattr(demo_serving, "launch_server", interrupted)
         res = CliRunner().invoke(app, ["demo", "--quick", "--config", "tiny", "-o", str(out)])
     assert res.exit_code == 130, res.output
     (out / "output.txt").write_text(res.output)

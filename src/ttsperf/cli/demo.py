@@ -1,16 +1,19 @@
 """`ttsperf demo`: the main job on embedded defaults, on this machine.
 
 Stages, each with its own progress line: synthesize the guide's sentence with synthetic
-full-size ChatTTS, profile the model on this device, serve it (`ttsperf serve` on loopback) and
-load-test it (`ttsperf bench`, streaming, a short concurrency sweep), plan GPUs and cost from the
-profile. Every result lands in the output folder (WAV, profile.json, bench/, plan.json,
-summary.json) and the report built from them (report.html, report.md). Ctrl-C in any stage
-still writes summary.json and the report of the stages that finished, then exits 130.
+full-size ChatTTS, profile the model on this device, plan GPUs and cost from the profile while
+`ttsperf serve` starts on loopback beside it, then load-test that server alone (`ttsperf bench`,
+streaming, a short concurrency sweep). Every result lands in the output folder (WAV,
+profile.json, bench/, plan.json, summary.json) and the report built from them (report.html,
+report.md); the output ends with each stage's wall time. Ctrl-C in any stage still writes
+summary.json and the report of the stages that finished, then exits 130.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,8 +22,7 @@ from typing import Any
 import typer
 
 from ttsperf.cli.common import print_json, user_errors
-
-GUIDE_SENTENCE = "你好，这是一段用于压测的文本，长度八秒左右。"
+from ttsperf.textsets import GUIDE_SENTENCE
 
 
 @user_errors
@@ -32,7 +34,7 @@ def demo(
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON."),
 ) -> None:
     """Run the whole job with embedded defaults: synthetic ChatTTS on this device, synthesized,
-    profiled, served and load-tested, planned, and written up as report.html.
+    profiled, planned, served and load-tested, and written up as report.html.
 
     Example: ttsperf demo --quick -o runs/demo
     """
@@ -67,11 +69,16 @@ def demo(
             summary["build_seconds"] = time.perf_counter() - t0
             result = _synthesize(d, pipe)
             profile_path = _profile(d, pipe)
-            run = _serve_and_bench(d)
-            plan = _plan(d, profile_path)
+            server = _Server(d)  # loads its model while plan runs
+            try:
+                plan = _plan(d, profile_path)
+                run = _bench(d, server)
+            finally:
+                server.stop()
             d.stage = ""
     except KeyboardInterrupt:
         summary["interrupted"] = f"Ctrl-C during {d.stage}"
+    t_report = time.perf_counter()
     summary.setdefault("recommendations", {})
     summary["report"] = str(out_dir / "report.html")  # written next, from the files listed above
     summary = {
@@ -80,6 +87,7 @@ def demo(
     (out_dir / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False))
     d.written.append(out_dir / "summary.json")
     report = write_report(d.written, out_dir / "report.html")
+    stages = _stage_times(summary, time.perf_counter() - t_report, time.perf_counter() - t0)
     if as_json:
         print_json(summary)
     else:
@@ -88,6 +96,7 @@ def demo(
     if as_json or plan is None:  # else the plan's answers were printed first in its output
         print_fn(f"\nrecommendation: {report.report.recommendation}")
     print_fn(f"report: {report.html} (and {report.markdown})")
+    print_fn(stages)
     if "interrupted" in summary:
         print_fn(f"interrupted ({summary['interrupted']}): the report covers the stages that finished")
         raise typer.Exit(130)
@@ -147,26 +156,67 @@ def _profile(d: _Demo, pipe) -> Path:
     return profile_path
 
 
-def _serve_and_bench(d: _Demo):
-    from ttsperf.cli.demo_serving import bench_server, start_server, stop_server
+def _sweep(d: _Demo) -> tuple[list[int], int]:
+    """Concurrency points and measured requests per point. Six is the fewest for which bench puts a
+    95% interval on P50 (order statistics: n >= 6), the quick demo's one percentile with one; the
+    full demo's 30 bound P90 too (n >= 29). At concurrency 1 the requests run one after another
+    (~16 s each for the guide's sentence on 2 CPU threads), so each one more costs that much."""
+    return ([1, 4], 6) if d.quick else ([1, 4, 16], 30)
+
+
+class _Server:
+    """`ttsperf serve` for the bench stage, started before plan: it loads its model and answers one
+    warm-up request in a thread while plan runs. Neither times anything (plan computes; a server's
+    start is not measured), so they can share the CPU; bench then runs alone. The warm-up is the
+    one bench would send before each point: the server stays warm between points, so once is enough."""
+
+    def __init__(self, d: _Demo) -> None:
+        from ttsperf.cli.demo_serving import launch_server
+
+        d.stage = "serving and load-testing"
+        self.log = d.out_dir / "server.log"
+        self.proc, self.url = launch_server(d.config, d.device, max(_sweep(d)[0]), self.log)
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._ready, daemon=True)
+        self.thread.start()
+
+    def _ready(self) -> None:
+        from ttsperf.cli.demo_serving import wait_ready, warm_up
+
+        try:
+            wait_ready(self.proc, self.url, self.log)
+            warm_up(self.url, GUIDE_SENTENCE)
+        except Exception as exc:  # noqa: BLE001 - raised again in the main thread by wait()
+            self.error = exc
+
+    def wait(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> None:
+        from ttsperf.cli.demo_serving import stop_server
+
+        stop_server(self.proc)
+
+
+def _bench(d: _Demo, server: _Server):
+    from ttsperf.cli.demo_serving import bench_server
 
     d.stage = "serving and load-testing"
+    task = d.progress.add_task("5/5 load-testing the server", total=None)
+    t_wait = time.perf_counter()
+    server.wait()
     t_bench = time.perf_counter()
-    task = d.progress.add_task("4/5 serving and load-testing", total=None)
-    # Requests per point: enough for bench to put a 95% interval on P50 (order statistics
-    # need n >= 6; 8 leaves room for a failed request) and, in the full demo, on P90 (n >= 29).
-    sweep, per_point = ([1, 4], 8) if d.quick else ([1, 4, 16], 30)
-    server, url = start_server(d.config, d.device, max(sweep), d.out_dir / "server.log")
-    try:
-        run = bench_server(
-            url, server.pid, sweep, per_point, d.out_dir / "bench",
-            progress=lambda label, *_: d.progress.update(task, description=f"4/5 bench: {label}"),
-        )  # fmt: skip
-    finally:
-        stop_server(server)
+    sweep, per_point = _sweep(d)
+    run = bench_server(
+        server.url, server.proc.pid, sweep, per_point, d.out_dir / "bench", warmup=0,
+        progress=lambda label, *_: d.progress.update(task, description=f"5/5 bench: {label}"),
+    )  # fmt: skip
     d.written.append(d.out_dir / "bench" / "run.json")
     d.summary.update(
         bench=str(d.out_dir / "bench"),
+        server_wait_seconds=t_bench - t_wait,  # what the server's start and warm-up added after plan
         bench_seconds=time.perf_counter() - t_bench,
         bench_points=[
             {
@@ -187,10 +237,10 @@ def _plan(d: _Demo, profile_path: Path):
 
     d.stage = "plan"
     t2 = time.perf_counter()
-    task = d.progress.add_task("5/5 planning GPUs and cost", total=None)
+    task = d.progress.add_task("4/5 planning GPUs and cost (the server starts)", total=None)
     plan = make_plan(
         profile=[str(profile_path)],
-        progress=lambda msg: d.progress.update(task, description=f"5/5 planning: {msg}"),
+        progress=lambda msg: d.progress.update(task, description=f"4/5 planning: {msg}"),
     )
     plan_path = d.out_dir / "plan.json"
     plan_path.write_text(json.dumps(plan.model_dump(mode="json", by_alias=True), indent=2))
@@ -243,6 +293,27 @@ def _print_results(summary: dict, result, run, plan, config: str, device: str) -
         "   ".join(f"{k}: {summary[k]}" for k in files if k in summary)
         + f"   summary: {Path(summary['out_dir']) / 'summary.json'}"
     )
+
+
+# summary.json's stage times, in the order they ran, with the names the output gives them
+STAGES = (
+    ("build", "build_seconds"),
+    ("synthesis", "synth_seconds"),
+    ("profile", "profile_seconds"),
+    ("plan (the server starting beside it)", "plan_seconds"),
+    ("server start after plan", "server_wait_seconds"),
+    ("bench", "bench_seconds"),
+)
+
+
+def _stage_times(summary: dict, report_s: float, total_s: float) -> str:
+    """Where the demo's wall time went, stage by stage, within 80 columns. summary.json holds the
+    stages' times; the report is written after it (from it), so its time and the total are printed
+    only. The total runs from the model's build to the report written (not Python's start-up)."""
+    parts = [f"{name} {summary[key]:.1f} s" for name, key in STAGES if key in summary]
+    parts.append(f"report {report_s:.1f} s")
+    line = "wall time: " + ", ".join(parts) + f"; total {total_s:.1f} s"
+    return "\n".join(textwrap.wrap(line, 80, subsequent_indent="  "))
 
 
 def register(app: typer.Typer) -> None:
