@@ -192,6 +192,8 @@ def cost_svg(sc: ScenarioPlan) -> str:
         ax.axvline(limit, color=LIMIT_COLOR, linestyle=":", linewidth=1.8, label=f"SLO {metric} <= {shown}")
     round_ticks(ax.xaxis)
     round_ticks(ax.yaxis)
+    # where both axes start at 0, the default 3.5 pt pads put "0 s" and "$0" on each other's corner
+    ax.tick_params(axis="both", pad=6)
     ax.xaxis.set_major_formatter(seconds_formatter(hi_x) if seconds else plain_formatter())
     sign = unit(currency)
     ax.yaxis.set_major_formatter(plain_formatter(sign if sign == "$" else f"{sign} "))
