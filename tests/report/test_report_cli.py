@@ -67,6 +67,26 @@ def test_report_json_output(results, tmp_path):
         f"{rec['gpus_needed']} x {rec['gpu']}"
     )
     assert f"{rec['gpus_needed']} x {rec['gpu']} at" in plan["recommendation"]
+    assert [a["scenario"] for a in json.loads(res.stdout)["answers"]] == [plan["scenario"]]
+
+
+def test_report_json_gives_every_scenarios_answer(every_scenario, tmp_path):
+    """--json carries each scenario's sentence and box, in the plan's order, not the first alone."""
+    res = _run(every_scenario, "-o", tmp_path / "r.html", "--json")
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    scenarios = json.loads((every_scenario / "plan.json").read_text())["scenarios"]
+    assert [a["scenario"] for a in out["answers"]] == [sc["scenario"] for sc in scenarios]
+    assert len(scenarios) == 3 and out["answers"][0]["box"] == out["answer"]
+    for got, sc in zip(out["answers"], scenarios, strict=True):
+        assert got["recommendation"] == sc["recommendation"]
+        rec = sc["recommended"]
+        if rec is None:
+            assert got["box"] is None
+        else:
+            assert got["box"]["card"].startswith(f"{rec['gpus_needed']} x {rec['gpu']}"), got
+    no_plan = _run(every_scenario / "bench" / "run.json", "-o", tmp_path / "b.html", "--json")
+    assert json.loads(no_plan.stdout)["answers"] == []
 
 
 def _bad(res, *needles):

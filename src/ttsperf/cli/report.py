@@ -46,14 +46,11 @@ def report(
                 "charts": len(w.report.charts()),
                 "lang": resolve(lang),
                 "recommendation": w.report.recommendation,
-                "answer": None
-                if (a := w.report.answer) is None
-                else {
-                    "scenario": a.scenario,
-                    **dict(a.fields),
-                    "serve_flags": a.serve_flags,
-                    "basis": a.basis,
-                },
+                "answer": _answer_json(w.report.answer),  # the lead scenario's box, as before
+                "answers": [  # every scenario's, lead first; box null where no GPU meets its SLO
+                    {"scenario": sc.scenario, "recommendation": sc.sentence, "box": _answer_json(sc.box)}
+                    for sc in w.report.scenarios()
+                ],
                 "inputs": [{"path": str(p), "kind": k} for p, k in w.report.inputs],
             }
         )
@@ -63,6 +60,12 @@ def report(
         f"wrote {w.html} and {w.markdown} ({len(w.report.charts())} charts, "
         f"{len(w.report.inputs)} input files)"
     )
+
+
+def _answer_json(a) -> dict | None:
+    if a is None:
+        return None
+    return {"scenario": a.scenario, **dict(a.fields), "serve_flags": a.serve_flags, "basis": a.basis}
 
 
 def register(app: typer.Typer) -> None:

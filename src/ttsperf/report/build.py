@@ -86,12 +86,12 @@ MISSING = (
 )
 
 
-def lead_answer(inputs: Inputs) -> Answer | None:
-    """The box for the scenario the recommendation sentence comes from (a plan's first)."""
+def lead_scenario(inputs: Inputs) -> tuple[str | None, Answer | None]:
+    """The scenario the recommendation sentence comes from (a plan's first) and its box."""
     for path, plan in inputs.plans:
         if plan.scenarios:
-            return answer(path, plan.scenarios[0])
-    return None
+            return plan.scenarios[0].scenario, answer(path, plan.scenarios[0])
+    return None, None
 
 
 def _key(path: Path, i: int) -> str:
@@ -123,6 +123,5 @@ def build_report(inputs: Inputs) -> Report:
         for what, present in zip(MISSING, (inputs.bench, inputs.profiles, inputs.plans), strict=True)
         if not present
     ]
-    return Report(
-        sentence, source, others, sections, inputs.files(), inputs.skipped, missing, lead_answer(inputs)
-    )
+    lead, box = lead_scenario(inputs)
+    return Report(sentence, source, others, sections, inputs.files(), inputs.skipped, missing, box, lead)

@@ -56,6 +56,13 @@ class Report:
     skipped: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)  # what a reader may look for and why it is absent
     answer: Answer | None = None  # the box on top: card, count, setting, cost, range, binding limit
+    lead_scenario: str | None = None  # the plan's first scenario, whose sentence is on top; None: no plan
+
+    def scenarios(self) -> list[ScenarioAnswer]:
+        """Every planned scenario's sentence and box, the lead one first; none without a plan."""
+        if self.lead_scenario is None:
+            return []
+        return [ScenarioAnswer(self.lead_scenario, self.recommendation, self.answer), *self.others]
 
     def charts(self) -> list[Chart]:
         return [c for s in self.sections for c in s.charts()]
