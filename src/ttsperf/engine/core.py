@@ -16,6 +16,8 @@ run (Engine.start), so no request pays for it.
 from __future__ import annotations
 
 import logging
+import os
+import sys
 import threading
 from multiprocessing.connection import Connection
 
@@ -47,6 +49,17 @@ def main(conn: Connection, spec: CoreSpec) -> None:
         raise SystemExit(1) from None
     core.send(("ready", core.describe()))
     core.serve()
+    _leave()
+
+
+def _leave() -> None:
+    """Exit at once: the engine has stopped and said so, and nothing is left to write. Tearing down
+    an interpreter that imported torch and transformers takes ~1 s (1.0 s against 0.03 s with
+    os._exit, 2-core EPYC), which `serve`'s SIGTERM and every test's server would wait out."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)
 
 
 def _why(exc: BaseException) -> str:
@@ -98,7 +111,7 @@ class Core:
         """Read the pipe until the front says stop (or goes away)."""
         while not self._stopped.is_set():
             try:
-                if not self.conn.poll(0.2):
+                if not self.conn.poll(0.05):  # how soon a finished stop is seen: the exit waits on it
                     continue
                 message = loads(self.conn.recv_bytes())
             except (EOFError, OSError):  # the front is gone: nobody to answer
