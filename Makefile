@@ -30,9 +30,11 @@ $(DEMO_STAMP): pyproject.toml constraints-dev.txt
 	$(PY) $(PIP_INSTALL) -e .
 	touch $@
 
+# Every test, on all cores: one test file per worker (pytest-xdist's loadfile), so a module's
+# servers and models are built once; workers run torch on one thread (tests/conftest.py).
 test: $(STAMP)
 	sh tests/report/ensure_chromium.sh
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto --dist loadfile
 
 # The inner loop: lint, then every test not marked slow, on all cores (pytest-xdist; one file per
 # worker, so a module's server or model is built once). `make test` still runs everything.

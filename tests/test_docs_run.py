@@ -15,6 +15,8 @@ What each example must do here, decided by rule from the command itself:
 - `serve --ray`, `demo` and `profile --host`: run by the test named in ELSEWHERE (minutes each).
 - `profile` without --config: on the tiny config (TTSPERF_PROFILE_CONFIG=tiny), as chattts's grid
   takes over 10 minutes on this 2-core machine.
+- bench's `--duration` over 5 s: 5 s a point, the same flags otherwise (two README examples hold
+  each rate 60 s: 4 of this file's 10 minutes); tests/bench times a point by its duration.
 - anything else: exit 0 (bench with a GPU limit: 3, nothing measured it here; doctor: 0 or 1, as
   this machine's findings are), no traceback, and every `-o` path written.
 """
@@ -44,7 +46,20 @@ ELSEWHERE = {
     # every part, size and mode, compiled: 2 minutes warm, over 20 with a cold Inductor cache
     "profile --host": "tests/profile/test_host.py",  # the same command on fewer sizes, uncompiled
 }
+MAX_DURATION_S = 5  # a bench point's duration here: the load loop is the same at 5 s as at 60 s
 FAST = ("info", "doctor")  # seconds each; the rest load a model, plan 20 cards or send thousands of requests
+
+
+# Beyond exit 0: what some examples must print (stdout starts with the first needle, holds the rest)
+# or write. The README table's checks (tests/test_readme.py names these), run here once.
+PRINTS = {
+    "ttsperf info --config chattts": ("", "279,657,740"),  # the parameters the README says info counts
+    "ttsperf plan --profile profile.json --scenario realtime --streams 200": (
+        "answer, realtime (",  # the answer first
+        "RTX 4090 (fit)",  # the profiled card, fitted
+    ),
+}
+WRITES = {"ttsperf assets make-random ./asset --config chattts --seed 0": "asset/gpt/config.json"}
 
 
 def _needs_gpu(ex) -> bool:
@@ -130,7 +145,8 @@ def _env() -> dict[str, str]:
 def _command(ex, servers) -> str:
     url = servers["tiny"] if ex.subcommand == "doctor" and "--probe" not in ex.command else servers["mock"]
     cmd = ex.command.replace(DOCS_URL, url).replace("http://chattts-api:8000", servers["mock"])
-    return re.sub(r"--port \d+", "--port 0", cmd)
+    cmd = re.sub(r"--port \d+", "--port 0", cmd)
+    return re.sub(r"--duration (\d+)s\b", lambda m: f"--duration {min(int(m[1]), MAX_DURATION_S)}s", cmd)
 
 
 def _expected(ex) -> set[int]:
@@ -189,5 +205,11 @@ def test_the_example_runs_as_pasted(ex, servers, workspace, tmp_path):
     for i, w in enumerate(words[:-1]):
         if w in ("-o", "--out"):
             assert (cwd / words[i + 1]).exists(), (ex.command, words[i + 1])
+            if words[i + 1].endswith(".wav"):
+                assert (cwd / words[i + 1]).read_bytes()[:4] == b"RIFF", ex.command
+    first, *rest = PRINTS.get(ex.command, ("",))
+    assert r.stdout.startswith(first) and all(n in r.stdout for n in rest), (ex.command, r.stdout[:2000])
+    if ex.command in WRITES:
+        assert (cwd / WRITES[ex.command]).is_file(), ex.command
     if "--slo" in words and "--json" not in words:
         assert "SLO: " in r.stdout, r.stdout

@@ -89,11 +89,13 @@ def test_find_max_rate_against_a_single_slot_server(server_factory):
     # request, so of 40 constant arrivals the median one waits ~20 x (S - 1/rate) + S: that crosses
     # the 0.5 s bound near 36 req/s, and below 20 req/s it is ~S. The bound sits 0.45 s above the
     # unloaded latency, so a loaded test machine's stalls move the edge only a little (to ~27 req/s
-    # for 0.2 s of stalls at the median).
+    # for 0.2 s of stalls at the median). Each probe is its 40 requests: past capacity, a probe
+    # left undecided would otherwise add ~1,700 more at the same rate (2 minutes of a growing
+    # backlog; test_bench_cli.py covers adding requests to decide).
     srv = server_factory(slots=1, service_time=0.05)
     run = run_bench(
         BenchSettings(urls=[srv.url], rate=[12.0], arrival="constant", requests=40, find_max=True,
-                    slo="e2e_p50=500ms", gpu=False)
+                    slo="e2e_p50=500ms", gpu=False, until_decided=False)
     )  # fmt: skip
     fm = run.find_max
     assert fm["dimension"] == "rate"

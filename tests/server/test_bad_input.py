@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from .helpers import SHORT
+from .helpers import SHORT, start_live
 
 SPEECH, INVOKE = "/v1/audio/speech", "/invoke"
 TOO_LONG = "你好" * 300  # 600 characters -> 600+ tokens, over the 512-token prompt limit
@@ -149,6 +149,14 @@ def test_unknown_endpoint_and_wrong_method_use_the_same_shape(live):
         check_error(c.get(INVOKE), 405, None)
 
 
+@pytest.fixture(scope="module")
+def keyed():
+    """One server with an API key for the cases below: none of them reaches its engine."""
+    server = start_live(api_key="s3cret")
+    yield server
+    server.stop()
+
+
 @pytest.mark.parametrize(
     ("headers", "says"),
     [
@@ -159,8 +167,8 @@ def test_unknown_endpoint_and_wrong_method_use_the_same_shape(live):
     ],
     ids=["missing", "wrong bearer", "other scheme", "wrong x-api-key"],
 )
-def test_a_missing_or_wrong_api_key_is_401(make_live, headers, says):
-    server = make_live(api_key="s3cret")
+def test_a_missing_or_wrong_api_key_is_401(keyed, headers, says):
+    server = keyed
     with server.client() as c:
         for path, body in ((INVOKE, {"text": SHORT}), (SPEECH, {"input": SHORT})):
             r = post(c, path, body, **headers)
