@@ -69,10 +69,13 @@ def test_the_h200_runs_are_predicted_from_the_card(tmp_path, run, audio_s_per_s,
     point = json.loads(path.read_text())["points"][0]
     assert point["audio_seconds_per_s"] == pytest.approx(audio_s_per_s, rel=1e-3)
     assert point["ttfa_s"]["p99"] == pytest.approx(ttfa_p99_s, rel=1e-2)
-    # prefill, the step, the audio call and the engine's own host work, serially on one core:
-    # within a fifth on throughput and 40% on TTFA (the projection before it: 0.1 s against 1.5 s)
-    assert got.audio_seconds_per_s == pytest.approx(audio_s_per_s, rel=0.2)
-    assert got.ttfa_p50_s == pytest.approx(ttfa_p50_s, rel=0.4)
+    # prefill, the step, the audio call and the engine's own host work, serially on one core, and
+    # bench's run as it ran: its 2 x listeners requests, then no more (the last ones drain a
+    # thinning batch): issue 34's bounds, 15% on throughput and 30% on TTFA p50 (the projection
+    # before the card: 0.1 s against 1.5 s at 300; while the listeners never stopped, 183 audio s/s
+    # against 224)
+    assert got.audio_seconds_per_s == pytest.approx(audio_s_per_s, rel=0.15)
+    assert got.ttfa_p50_s == pytest.approx(ttfa_p50_s, rel=0.3)
     assert got.ttfa_p99_s == pytest.approx(ttfa_p99_s, rel=0.4)
 
 

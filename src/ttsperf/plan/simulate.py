@@ -285,12 +285,17 @@ class Arrivals:
         # arrivals; either way every card and setting of one plan is simulated on the same
         # sequence of lengths (common random numbers).
         self.n_lengths = lengths
+        # bench sends --requests in all (refused ones count) and then stops: its run's last
+        # requests drain a thinning batch. None: a steady state, whose streams never stop.
+        self.limit: int | None = None
         self._length_rng = np.random.default_rng([seed, 1]) if lengths > 1 and not ordered else None
         self._ordered = ordered and lengths > 1
         self._length_of: list[int] = []
 
     def add(self, t: float, stream: int) -> None:
         i = len(self.requests)
+        if self.limit is not None and i >= self.limit:
+            return
         heapq.heappush(self.heap, (t, i))
         q = Request(t, stream)
         if self._ordered:
@@ -596,6 +601,8 @@ def _one_run(
     )
     if load.think_s is not None:  # a listener's cycle holds its reply's playback and its thinking
         service = max(service, w.audio_seconds) + load.think_s
+    if cold_start:
+        arrivals.limit = n_requests
     arrivals.start(streams, cold_start, service)
     measured = range(warmup, warmup + n_requests)
     return arrivals.requests, measured, _serve(engine, arrivals, measured)
