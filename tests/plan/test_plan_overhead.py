@@ -91,3 +91,32 @@ def test_every_gpu_rows_range_spans_at_most_2x_and_names_the_host_profile():
         low, high = r.max_streams_range
         assert 0 < low <= r.max_streams <= high <= 2 * low, r.gpu
         assert "host profile shipped host-amd-epyc.json" in r.basis["step.t_fixed"].how
+
+
+def test_a_card_profile_that_measured_its_per_op_cost_prices_the_projected_cards_eager_ops(tmp_path):
+    """`profile --modes all` on a card records an eager op's host time there against its CPU:
+    plan prices every projected card's eager ops by that, not by the H200 box's 3.03, and says so.
+    A CPU's own figure (1.0 by definition) leaves the sourced factor."""
+    from tests.plan.conftest import make_profile
+
+    from ttsperf.profile.schema import Measured, PerOpHost
+
+    def profile_with(kind: str, factor: float):
+        prof = make_profile(device="RTX 4090", kind=kind)
+        op = Measured(value=3.0e-6 * factor, unit="s", how="test")
+        prof.per_op_host = PerOpHost(device_op=op, cpu_op=Measured(value=3.0e-6, unit="s", how="test"),
+                                     factor=factor, how="test")  # fmt: skip
+        path = tmp_path / f"{kind}-{factor:g}.json"
+        path.write_text(json.dumps(prof.dump()))
+        return str(path)
+
+    common = dict(gpus="RTX 4090,T4", scenario="offline", mode="eager", requests=300)
+    t4 = {}
+    for name, path in (("card", profile_with("cuda", 1.5)), ("cpu", profile_with("cpu", 1.0))):
+        rows = {r.gpu: r for r in make_plan(**common, profile=[path]).scenarios[0].rows}
+        t4[name] = rows["T4"].basis["step.t_fixed"]
+        assert rows["RTX 4090"].basis["step.t_fixed"].kind == "measured"  # the profiled card: its own
+    assert "x1.50 per eager op" in t4["card"].how and "RTX 4090" in t4["card"].how
+    assert "x3.03 per eager op" in t4["cpu"].how
+    card_ms, cpu_ms = (float(t4[k].how.split(" ms per step")[0]) for k in ("card", "cpu"))
+    assert card_ms < cpu_ms  # an eager op at 1.5x its CPU cost, not 3.03x

@@ -31,6 +31,7 @@ from ttsperf.profile.schema import (
     HostProfile,
     HostSection,
     ModeCost,
+    ModelProfile,
     default_host_profile,
     load_host_profile,
 )
@@ -79,6 +80,31 @@ CUDA_OP_HOST_SOURCE = (
     f"us per CPU op, {_H200}"
 )
 PROFILE_MODE = {"eager": "eager", "compile": "compile", "cuda-graphs": "cuda_graphs"}  # plan -> profile
+
+
+@dataclass(frozen=True)
+class OpFactor:
+    """How much more host time an eager op costs on a card than on a CPU tensor, and its source."""
+
+    value: float
+    source: str
+
+
+SOURCED_FACTOR = OpFactor(CUDA_OP_HOST_FACTOR, CUDA_OP_HOST_SOURCE)
+
+
+def op_factor(profiles: list[tuple[str, ModelProfile]]) -> OpFactor:
+    """The first card profile's own measurement (`profile --modes all` on a GPU records it), else
+    the factor the H200's box measured."""
+    for path, prof in profiles:
+        op = prof.per_op_host
+        if op is not None and prof.device.kind != "cpu":
+            return OpFactor(
+                op.factor,
+                f"x{op.factor:.2f} per eager op on a card: {op.device_op.value * 1e6:.3g} us of host time "
+                f"per op on {prof.device.name} against {op.cpu_op.value * 1e6:.3g} us on its CPU, {path}",
+            )
+    return SOURCED_FACTOR
 
 
 @dataclass(frozen=True)
@@ -133,7 +159,7 @@ def how(part: Part, mode: str) -> str:
     return f"{body} = {figures}, {bound_by(part, mode)}-bound"
 
 
-def _part(p: HostPart, mode: str) -> Part | None:
+def _part(p: HostPart, mode: str, factor: float) -> Part | None:
     """The part at its smallest size (beyond it the skeleton's sampling and ISTFT, kept at
     chattts's sizes, add compute a GPU would do), in one mode; None if the profile lacks it."""
     point = min(p.points, key=lambda x: x.size)
@@ -147,7 +173,7 @@ def _part(p: HostPart, mode: str) -> Part | None:
         return Part(0.0, 0.0, cost.kernels.value, cost.graph_nodes.value)
     if cost.host_seconds is None:
         return None
-    f = CUDA_OP_HOST_FACTOR
+    f = factor
     return Part(cost.host_seconds.value * f, (cost.host_seconds.spread or 0.0) * f, cost.kernels.value)
 
 
@@ -156,19 +182,21 @@ def host_label(profile: HostProfile, where: str) -> str:
     return f"host profile {where} ({cpu.model}, {cpu.threads} torch thread(s), torch {cpu.torch})"
 
 
-def modes_from_host(profile: HostProfile, where: str) -> dict[str, Mode]:
-    """The engine's modes as this host profile prices them: each mode's decode step and audio call
-    fixed cost (centre, low, high) and how; a mode the profile did not measure is absent."""
+def modes_from_host(profile: HostProfile, where: str, factor: OpFactor = SOURCED_FACTOR) -> dict[str, Mode]:
+    """The engine's modes as this host profile prices them, each eager op at `factor`: each mode's
+    decode step and audio call fixed cost (centre, low, high) and how; a mode the profile did not
+    measure is absent."""
     h: HostSection = profile.host
     label = host_label(profile, where)
     out: dict[str, Mode] = {}
     for name, flag in MODE_FLAGS.items():
-        step = _part(h.parts["decode"], name)
-        audio = _part(h.parts["audio"], name) if "audio" in h.parts else None
+        step = _part(h.parts["decode"], name, factor.value)
+        audio = _part(h.parts["audio"], name, factor.value) if "audio" in h.parts else None
         if step is None:
             continue
         s = span(step, name)
-        source = f"{label}: decode step {how(step, name)}"
+        eager = f"eager ops (prefill's in every mode) {factor.source}"
+        source = f"{label}, {eager}: decode step {how(step, name)}"
         a = None
         if audio is not None:
             a = span(audio, name)
@@ -180,7 +208,7 @@ def modes_from_host(profile: HostProfile, where: str) -> dict[str, Mode]:
     return out
 
 
-def prefill_host(profile: HostProfile) -> list[tuple[int, float]]:
+def prefill_host(profile: HostProfile, factor: OpFactor = SOURCED_FACTOR) -> list[tuple[int, float]]:
     """(rows, host seconds on a card) of the batched prefill, which runs eagerly in every mode."""
     part = profile.host.parts.get("prefill")  # type: ignore[call-overload]
     if part is None:
@@ -190,7 +218,7 @@ def prefill_host(profile: HostProfile) -> list[tuple[int, float]]:
         eager = p.modes.get("eager")
         if eager is not None and eager.host_seconds is not None:
             gap = eager.kernels.value * KERNEL_COSTS["launch_gap"].at("mid")
-            out.append((p.size, max(eager.host_seconds.value * CUDA_OP_HOST_FACTOR, gap)))
+            out.append((p.size, max(eager.host_seconds.value * factor.value, gap)))
     return out
 
 

@@ -277,7 +277,8 @@ class StepModel:
 
 ROOFLINE_HOW = {
     "prefill": "per call of n prompts of P tokens: fixed + max(bytes/(BW MBU), flops/(peak MFU)) over "
-    "n x P tokens; fixed = the host profile's batched prefill at n rows (eager in every mode), "
+    "n x P tokens; fixed = the host profile's batched prefill at n rows (eager in every mode, its ops "
+    "priced as step.t_fixed says), "
     "else t_fixed (an assumption)",
     "vocoder": "per call: fixed + max(Decoder+Vocos weights/(BW x MBU), "
     "2 x params x 93.75 frames/s x audio s/(peak x MFU)); fixed = the engine mode's, from the host "
