@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from ttsperf.cli.common import print_json, user_errors
+
+if TYPE_CHECKING:
+    from ttsperf.report.answer import Answer
 
 
 @user_errors
@@ -62,7 +66,7 @@ def report(
     )
 
 
-def _answer_json(a) -> dict | None:
+def _answer_json(a: Answer | None) -> dict | None:
     if a is None:
         return None
     return {"scenario": a.scenario, **dict(a.fields), "serve_flags": a.serve_flags, "basis": a.basis}

@@ -173,8 +173,8 @@ def _part(p: HostPart, mode: str, factor: float) -> Part | None:
         return Part(0.0, 0.0, cost.kernels.value, cost.graph_nodes.value)
     if cost.host_seconds is None:
         return None
-    f = factor
-    return Part(cost.host_seconds.value * f, (cost.host_seconds.spread or 0.0) * f, cost.kernels.value)
+    spread = (cost.host_seconds.spread or 0.0) * factor
+    return Part(cost.host_seconds.value * factor, spread, cost.kernels.value)
 
 
 def host_label(profile: HostProfile, where: str) -> str:
