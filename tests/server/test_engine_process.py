@@ -97,7 +97,13 @@ def test_a_killed_engine_answers_every_request_in_flight_and_serve_exits_non_zer
         for t in threads:
             t.start()
         with server.client() as c:
-            wait_for(lambda: c.get("/readyz").json().get("running") == 2, 30, "two requests to run")
+            # All four in the server before the kill: a request still on its way (connected, not
+            # yet read) when serve shuts down is not in flight, and uvicorn closes its connection.
+            def all_in() -> bool:
+                ready = c.get("/readyz").json()
+                return ready.get("running") == 2 and ready.get("queue_depth") == 2
+
+            wait_for(all_in, 30, "two requests to run and two to wait")
             engine = _engine_child(server)
             engine.send_signal(signal.SIGKILL)
             killed = time.monotonic()
