@@ -51,6 +51,22 @@ def test_synthetic_weights_depend_on_seed_only():
     assert not all(torch.equal(a[k], c[k]) for k in a)
 
 
+@pytest.mark.parametrize("config", ["tiny", "skeleton"])
+def test_skipping_the_layers_own_random_init_changes_no_weight(config: str):
+    """build_model skips the random fills of the layers' constructors (most of a chattts build's
+    time): init_synthetic overwrites every tensor they fill, so the weights are those of a build
+    that ran them, to the bit."""
+    from ttsperf.model.config import get_config
+    from ttsperf.model.weights import ChatTTSModel, init_synthetic
+
+    cfg = get_config(config)
+    fast = build_model(cfg, seed=5).state_dict()
+    full = init_synthetic(ChatTTSModel(cfg), 5).eval().state_dict()
+    assert fast.keys() == full.keys()
+    for name in full:
+        assert torch.equal(fast[name], full[name]), name
+
+
 def _expect(path: Path, *fragments: str) -> None:
     with pytest.raises(UserError) as err:
         load_assets(TINY, path)
