@@ -22,7 +22,7 @@ from typing import Any
 import typer
 
 from ttsperf.cli.common import print_json, user_errors
-from ttsperf.textsets import GUIDE_SENTENCE
+from ttsperf.textsets import GUIDE_SENTENCE, TEXT_SETS
 
 
 @user_errors
@@ -159,9 +159,17 @@ def _profile(d: _Demo, pipe) -> Path:
 def _sweep(d: _Demo) -> tuple[list[int], int]:
     """Concurrency points and measured requests per point. Six is the fewest for which bench puts a
     95% interval on P50 (order statistics: n >= 6), the quick demo's one percentile with one; the
-    full demo's 30 bound P90 too (n >= 29). At concurrency 1 the requests run one after another
-    (~16 s each for the guide's sentence on 2 CPU threads), so each one more costs that much."""
+    full demo's 30 bound P90 too (n >= 29). At concurrency 1 the requests run one after another, so
+    each one more costs a request's time (see _bench_text_set)."""
     return ([1, 4], 6) if d.quick else ([1, 4, 16], 30)
+
+
+def _bench_text_set(d: _Demo) -> str:
+    """What bench sends: the guide's sentence in the full demo. The quick demo shows that the server
+    batches across requests (concurrency 4 against 1) and a P50 with its interval, which any text
+    shows: it sends zh-short's one-line turns (1.0-2.5 s of speech, where the guide's sentence has
+    3.7 s; at the chattts size on 2 CPU threads a request took ~12 s, most of make demo's time)."""
+    return "zh-short" if d.quick else "guide"
 
 
 class _Server:
@@ -175,6 +183,7 @@ class _Server:
 
         d.stage = "serving and load-testing"
         self.log = d.out_dir / "server.log"
+        self.text_set = _bench_text_set(d)
         self.proc, self.url = launch_server(d.config, d.device, max(_sweep(d)[0]), self.log)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._ready, daemon=True)
@@ -185,7 +194,7 @@ class _Server:
 
         try:
             wait_ready(self.proc, self.url, self.log)
-            warm_up(self.url, GUIDE_SENTENCE)
+            warm_up(self.url, TEXT_SETS[self.text_set][0])
         except Exception as exc:  # noqa: BLE001 - raised again in the main thread by wait()
             self.error = exc
 
@@ -210,7 +219,7 @@ def _bench(d: _Demo, server: _Server):
     t_bench = time.perf_counter()
     sweep, per_point = _sweep(d)
     run = bench_server(
-        server.url, server.proc.pid, sweep, per_point, d.out_dir / "bench", warmup=0,
+        server.url, server.proc.pid, sweep, per_point, d.out_dir / "bench", server.text_set, warmup=0,
         progress=lambda label, *_: d.progress.update(task, description=f"5/5 bench: {label}"),
     )  # fmt: skip
     d.written.append(d.out_dir / "bench" / "run.json")

@@ -82,15 +82,16 @@ def stop_server(proc: subprocess.Popen) -> None:
 
 
 def bench_server(
-    url: str, pid: int, concurrency: list[int], requests: int, out: Path, progress=None, warmup: int = 1
-):
+    url: str, pid: int, concurrency: list[int], requests: int, out: Path, text_set: str = "guide",
+    progress=None, warmup: int = 1,
+):  # fmt: skip
     from ttsperf.bench.api import BenchSettings, run_bench
     from ttsperf.bench.charts import write_charts
     from ttsperf.bench.results import write_outputs
 
     cfg = BenchSettings(
         urls=[url], adapter="openai", stream=True, concurrency=concurrency, requests=requests, warmup=warmup,
-        server_pid=pid, gpu=False,
+        text_set=text_set, server_pid=pid, gpu=False,
     )  # fmt: skip
     run = run_bench(cfg, progress)
     write_outputs(run, out)
