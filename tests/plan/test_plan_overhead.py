@@ -120,3 +120,31 @@ def test_a_card_profile_that_measured_its_per_op_cost_prices_the_projected_cards
     assert "x3.03 per eager op" in t4["cpu"].how
     card_ms, cpu_ms = (float(t4[k].how.split(" ms per step")[0]) for k in ("card", "cpu"))
     assert card_ms < cpu_ms  # an eager op at 1.5x its CPU cost, not 3.03x
+
+
+def test_a_card_profile_that_measured_its_host_prices_the_projected_cards_by_it(tmp_path):
+    """`profile --modes all` on a card records the host profile of the CPU beside it: with no
+    --host-profile, plan prices every projected card's fixed costs by that CPU (a slower one: fewer
+    eager requests per second) and names it. A CPU profile's host section leaves the shipped one,
+    and --host-profile wins over both."""
+    from tests.plan.conftest import make_profile
+
+    def profile_with(kind: str, scale: float) -> str:
+        prof = make_profile(device="RTX 4090", kind=kind)
+        prof.host = HostProfile.model_validate(json.loads(_host_file(tmp_path, scale).read_text())).host
+        path = tmp_path / f"{kind}-host-{scale:g}.json"
+        path.write_text(json.dumps(prof.dump()))
+        return str(path)
+
+    common = dict(gpus="RTX 4090,T4", scenario="offline", mode="eager", requests=300)
+
+    def t4(**flags):
+        return next(r for r in make_plan(**common, **flags).scenarios[0].rows if r.gpu == "T4")
+
+    card, on_cpu = profile_with("cuda", 3.0), profile_with("cpu", 3.0)
+    slow, shipped = t4(profile=[card]), t4(profile=[on_cpu])
+    assert slow.max_rate_rps < shipped.max_rate_rps
+    assert f"beside RTX 4090, {card}" in slow.basis["step.t_fixed"].how
+    assert "shipped host-amd-epyc.json" in shipped.basis["step.t_fixed"].how
+    given = str(_host_file(tmp_path, 1.0))
+    assert given in t4(profile=[card], host_profile=given).basis["step.t_fixed"].how

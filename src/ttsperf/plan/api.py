@@ -166,7 +166,7 @@ def make_plan(
     modes = parse_modes(s.mode)
     cards = build_cards(cat, profiles, dt, shipped=shipped_cards(modes))
     calibrated = any(c.profiled for c in cards)
-    host_profile, host = O.host_profile(s.host_profile)
+    host_profile, host = O.host_profile(s.host_profile, profiles)
     note = _calibration(s, sorted({c.searched_in for c in cards if c.profiled}), calibrated, host)
     target = Load("streams", s.streams) if s.streams else Load("rate", s.rate) if s.rate else None
     slo_limits = parse_slo(s.slo) if s.slo is not None else None

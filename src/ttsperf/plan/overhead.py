@@ -229,10 +229,17 @@ def sources() -> str:
     )
 
 
-def host_profile(path: str | None) -> tuple[HostProfile, str]:
-    """--host-profile FILE, else the host profile shipped with ttsperf; and how to name it."""
+def host_profile(
+    path: str | None, profiles: list[tuple[str, ModelProfile]] | None = None
+) -> tuple[HostProfile, str]:
+    """--host-profile FILE; else the host profile the first card profile recorded of the CPU beside
+    its card (`profile --modes all` on a GPU), as op_factor takes that card's per-op factor; else
+    the host profile shipped with ttsperf. And how to name it."""
     if path is not None:
         return load_host_profile(path), path
+    for where, prof in profiles or []:
+        if prof.host is not None and prof.device.kind != "cpu":
+            return HostProfile(host=prof.host), f"{prof.host.cpu.model} beside {prof.device.name}, {where}"
     return default_host_profile(), f"shipped {SHIPPED_HOST}"
 
 
