@@ -33,13 +33,19 @@ def test_twice_the_capacity_is_refused_fast_and_nothing_accepted_is_lost():
         for _ in range(2):  # two equal halves: RSS after the first is the baseline of "flat"
             halves.append(offer(server.url, "/invoke", body, rate=2 * capacity, seconds=4, check=check))
             rss.append(proc.memory_info().rss)
+        # the service time again, right after the overload: the bound below compares the worst
+        # accepted latency with the slower of the two, measured on the cores as loaded then
+        after = closed_loop(server.url, "/invoke", body, workers=MAX_BATCH, requests=6, check=check)
+        service = max(service, float(np.percentile(after.latencies(), 90)))
         with server.client() as c:
             metrics = scrape(c)
 
     tally = type(halves[0])(halves[0].outcomes + halves[1].outcomes)
     codes = tally.codes()
     # a wait in the queue is at most MAX_QUEUE / MAX_BATCH services; 3x for a machine shared with
-    # other jobs (service time measured minutes apart on the same loaded cores)
+    # other jobs (make test runs two test files at once on 2 cores: CI once saw 0.67 s against a
+    # bound of 0.58 s from the service before the overload alone). An unbounded queue would fail
+    # by far more: at 2x capacity for 8 s its wait grows to ~4 s, and it would refuse nobody.
     bound = 3 * (1 + MAX_QUEUE / MAX_BATCH) * service
     worst = max(tally.latencies())
     growth = (rss[2] - rss[1]) / rss[1]
@@ -60,6 +66,6 @@ def test_twice_the_capacity_is_refused_fast_and_nothing_accepted_is_lost():
     # the server counted the same: one answer per request, none a 500
     served = {k: v for k, v in metrics.items() if k.startswith("ttsperf_http_requests_total{")}
     assert served == {
-        'ttsperf_http_requests_total{code="200",endpoint="/invoke"}': codes[200] + cap.sent,
+        'ttsperf_http_requests_total{code="200",endpoint="/invoke"}': codes[200] + cap.sent + after.sent,
         'ttsperf_http_requests_total{code="503",endpoint="/invoke"}': codes[503],
     }
