@@ -114,7 +114,10 @@ def init_synthetic(model: ChatTTSModel, seed: int) -> ChatTTSModel:
 
 # The random fills the layers' constructors run (Linear, Conv1d and Embedding's reset_parameters).
 # Every tensor they fill is overwritten next, by init_synthetic or by an asset's tensors, and at the
-# chattts size they took 4.7 of the 7.1 s a build took on a 2-core CPU.
+# chattts size they took 4.7 of the 7.1 s a build took on a 2-core CPU. Building on `meta` and
+# `to_empty` would skip them too, but would lose what constructors set that is kept (layer scales,
+# buffers). The patch is process-wide for the build's length: no other thread initialises modules
+# then (a server's model is built before its worker starts).
 _RANDOM_INITS = ("kaiming_uniform_", "kaiming_normal_", "uniform_", "normal_", "trunc_normal_")
 
 
