@@ -33,6 +33,27 @@ def test_auto_max_batch_counts_a_slot_as_serve_and_plan_do(tiny_pipe, monkeypatc
     assert auto_max_batch(tiny_pipe, 100, 500, headroom=0.5, cap=10_000) == 500
 
 
+def test_an_engine_with_a_memory_share_sizes_auto_to_its_share(tiny_pipe, monkeypatch):
+    """serve --engines N: the first engine takes 1/N of auto's headroom (engine/pool.py), so the
+    N engines' slots fit where one engine's would."""
+    import psutil
+
+    g = tiny_pipe.cfg.gpt
+    per_slot = F.slot_bytes(100, 100, g.kv_bytes_per_token(4), g.hidden_size)
+
+    class Memory:
+        available = 40 * per_slot + 1  # auto: half of it, 20 rows, under the cap of 64
+
+    monkeypatch.setattr(psutil, "virtual_memory", lambda: Memory)
+    sizes = [
+        Engine(
+            tiny_pipe, EngineConfig(max_batch=None, max_prompt_tokens=100, max_new_tokens=100, memory_share=s)
+        ).max_batch
+        for s in (1.0, 0.5, 0.25)
+    ]
+    assert sizes == [20, 10, 5]
+
+
 def test_an_engine_without_max_batch_gets_the_runners_size(tiny_pipe):
     engine = Engine(tiny_pipe, EngineConfig(max_batch=None, max_prompt_tokens=100, max_new_tokens=100))
     assert engine.max_batch == engine.runner.max_batch == auto_max_batch(tiny_pipe, 100, 100)

@@ -53,7 +53,7 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
     """
     import os
 
-    from ttsperf.engine.client import EngineClient
+    from ttsperf.engine.pool import EnginePool
     from ttsperf.engine.wire import CoreSpec
     from ttsperf.errors import UserError
     from ttsperf.model.spec import ModelSpec
@@ -85,15 +85,20 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
         s.dtype,
     )
     started = time.monotonic()
-    # the model lives in the engine's own process; this one (HTTP) never imports torch
-    engine = EngineClient(CoreSpec(model, engine_config, switches, log_level=s.log_level)).start()
+    # the model lives in the engines' own processes; this one (HTTP) never imports torch
+    spec = CoreSpec(model, engine_config, switches, log_level=s.log_level, threads=s.threads)
+    engine = EnginePool(spec, s.engines).start()
     info = engine.info
-    log.info("engine process %d ready (loaded and warm) in %.1f s", engine.pid, time.monotonic() - started)
+    pids = ", ".join(str(pid) for pid in engine.pids)
+    what = f"engine process {pids}" if s.engines == 1 else f"{s.engines} engine processes ({pids})"
+    log.info("%s ready (loaded and warm) in %.1f s", what, time.monotonic() - started)
     log.info("switches: %s", _switch_line(info["switches"]))
     log.info("warm before ready: %s", _warm_line(info))
     log.info(
-        "engine: max batch %d%s, queue %d, request timeout %.0f s, first chunk after %d steps",
+        "%s: max batch %d%s, queue %d, torch threads %d, request timeout %.0f s, first chunk after %d steps",
+        "engine" if s.engines == 1 else f"each of {s.engines} engines",
         info["max_batch"], " (auto)" if engine_config.max_batch is None else "", info["max_queue"],
+        info["threads"],
         s.request_timeout, s.first_chunk_steps,
     )  # fmt: skip
     app = create_app(engine, s.key(), max_body_bytes=s.max_body_bytes, read_timeout=s.read_timeout)

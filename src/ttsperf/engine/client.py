@@ -82,6 +82,7 @@ class EngineClient:
         self._stopping = False
         self._stopped = threading.Event()
         self.dead: str | None = None  # why the core died, once it has
+        self.built: dict = {}  # what the core said once its slots were allocated (max_batch)
         self.info: dict = {}  # what the core said when it was ready (describe)
         self.on_death: list[Callable[[str], None]] = []
 
@@ -89,6 +90,10 @@ class EngineClient:
 
     def start(self, timeout: float | None = None) -> EngineClient:
         """Start the core and wait until it is loaded and warm; raise UserError if it cannot start."""
+        return self.launch().wait_built(timeout).wait_ready(timeout)
+
+    def launch(self) -> EngineClient:
+        """Start the core process; it loads the model, allocates its KV slots, then warms up."""
         ours, theirs = self._ctx.Pipe(duplex=True)
         self._proc = self._ctx.Process(
             target=_core_main, args=(theirs, self.spec), name="ttsperf-engine-core"
@@ -96,21 +101,46 @@ class EngineClient:
         self._proc.start()
         theirs.close()
         self._conn = ours
+        return self
+
+    def wait_built(self, timeout: float | None = None) -> EngineClient:
+        """Wait until the core has allocated its KV slots (`built`: its max batch), before its
+        warm-up: engines sharing a device start one after another up to here, so each sizes and
+        checks its slots against the memory the ones before it left (engine/pool.py)."""
+        self.built = self._expect("built", timeout)
+        return self
+
+    def wait_ready(self, timeout: float | None = None) -> EngineClient:
+        """Wait until the core is warm and admitting; then read its messages on a thread."""
+        self.info = self._expect("ready", timeout)
+        threading.Thread(target=self._read, name="ttsperf-engine-reader", daemon=True).start()
+        return self
+
+    def _expect(self, kind: str, timeout: float | None) -> dict:
+        """The core's next message, which must be `kind`; else UserError saying why it could not start."""
+        assert self._conn is not None and self._proc is not None
+        ours = self._conn
         ready = wait([ours, self._proc.sentinel], timeout)
         message = loads(ours.recv_bytes()) if ours in ready and ours.poll() else None
-        if message is None or message[0] != "ready":
+        if message is None or message[0] != kind:
             why = message[1] if message else f"exited with code {self._proc.exitcode}"
+            if message is None and self._proc.exitcode is None:
+                why = f"not {kind} within {timeout:g} s"
+                self._proc.kill()
             self._proc.join(5)
             if message is not None and message[0] == "refused":  # a setting, named by its flag
                 raise UserError(why)
             raise UserError(f"the engine could not start: {why}")
-        self.info = message[1]
-        threading.Thread(target=self._read, name="ttsperf-engine-reader", daemon=True).start()
-        return self
+        return message[1]
 
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def outstanding(self) -> int:
+        """Requests sent and not yet answered to the end (engine/pool.py sends to the fewest)."""
+        return len(self._handles)
 
     @property
     def ready(self) -> bool:
@@ -131,6 +161,12 @@ class EngineClient:
         self._stopped.wait(None if timeout is None else timeout + 5)
         self._proc.join(5)
         if self._proc.is_alive():
+            self._proc.kill()
+            self._proc.join(5)
+
+    def kill(self) -> None:
+        """End the core at once (another engine could not start): nothing was accepted yet."""
+        if self._proc is not None and self._proc.is_alive():
             self._proc.kill()
             self._proc.join(5)
 

@@ -52,6 +52,9 @@ class EngineConfig:
     prefill_wait: float = 0.02
     prefill_rows: int = 8
     request_timeout: float = 300.0
+    # --max-batch auto sizes the slots to this share of the free memory's headroom: 1/N when N
+    # engines share one device (serve --engines N, engine/pool.py)
+    memory_share: float = 1.0
     retry_after: float = 1.0
     inject_oom_at_steps: frozenset[int] = field(default_factory=frozenset)  # fault injection (tests)
     # the CUDA-graph path without capturing (each bucket's padded step runs eagerly): its buckets
@@ -72,6 +75,8 @@ class EngineConfig:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected at least 1")
         if not 0 <= self.prefill_wait <= 1:
             raise UserError(f"--prefill-wait {self.prefill_wait * 1000:g}ms: expected 0 to 1000 ms")
+        if not 0 < self.memory_share <= 1:
+            raise UserError(f"memory_share {self.memory_share}: expected more than 0, at most 1")
         if self.max_queue is not None and self.max_queue < 1:
             raise UserError(
                 f"--max-queue {self.max_queue}: expected at least 1 (or leave it to the max batch)"

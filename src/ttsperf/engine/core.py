@@ -21,6 +21,8 @@ import sys
 import threading
 from multiprocessing.connection import Connection
 
+import torch
+
 from ttsperf.audio import to_pcm16
 from ttsperf.engine.engine import Engine
 from ttsperf.engine.oom import is_oom
@@ -37,9 +39,12 @@ def main(conn: Connection, spec: CoreSpec) -> None:
     logging.basicConfig(
         level=spec.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if spec.threads is not None:  # engines sharing a CPU's cores (engine/pool.py)
+        torch.set_num_threads(spec.threads)
     try:
         engine = Engine(Pipeline.from_spec(spec.model), spec.engine, spec.switches)
         core = Core(engine, conn)
+        core.send(("built", {"max_batch": engine.max_batch}))  # its slots allocated; warm-up next
         engine.start()
     except UserError as exc:  # a setting that cannot run here (e.g. --max-batch): its own line
         conn.send_bytes(dumps(("refused", str(exc))))
@@ -157,7 +162,13 @@ class Core:
         return {"queue_depth": e.queue_depth(), "running": e.running(), "ready": e.ready}
 
     def describe(self) -> dict:
-        return {**self.engine.describe(), **self.status()}
+        answered = self.engine.stats.answered()
+        return {
+            **self.engine.describe(),
+            **self.status(),
+            "answered": answered,
+            "threads": torch.get_num_threads(),
+        }
 
     def metrics(self) -> dict:
         e = self.engine

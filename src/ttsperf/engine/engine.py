@@ -71,6 +71,7 @@ class Engine:
             lookahead_steps=c.lookahead_steps,
             switch_report=self.switch_report,
             graphs_without_capture=c.graphs_without_capture,
+            memory_share=c.memory_share,
         )
         self.max_batch = self.runner.max_batch
         self.effective_max_batch = self.max_batch  # shrinks after an out-of-memory

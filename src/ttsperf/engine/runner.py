@@ -86,6 +86,7 @@ class Runner:
         lookahead_steps: int,
         switch_report: dict,
         graphs_without_capture: bool = False,
+        memory_share: float = 1.0,
     ):
         self.pipe = pipe
         g = pipe.cfg.gpt
@@ -93,7 +94,9 @@ class Runner:
         dtype = next(pipe.model.gpt.parameters()).dtype  # int8 weight-only: the activations' dtype
         compile = switch_report["compile"]["applied"]
         # None: as many rows as fit (the KV slots are this runner's to allocate)
-        self.max_batch = max_batch = max_batch or auto_max_batch(pipe, max_prompt_tokens, max_new_tokens)
+        self.max_batch = max_batch = max_batch or auto_max_batch(
+            pipe, max_prompt_tokens, max_new_tokens, headroom=0.5 * memory_share
+        )
         # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
         # which would be a shape of its own to compile.
         capacity = max_prompt_tokens + max_new_tokens + int(compile)

@@ -58,6 +58,11 @@ class EngineStats:
         with self._lock:
             self.requests[status] += 1
 
+    def answered(self) -> int:
+        """Requests answered so far, whatever the outcome."""
+        with self._lock:
+            return sum(self.requests.values())
+
     def snapshot(self) -> dict:
         """A consistent, picklable copy (what the core sends a front for /metrics)."""
         with self._lock:
@@ -71,3 +76,35 @@ class EngineStats:
                 kept.counts = list(h.counts)
                 out[name] = kept
             return out
+
+
+def merge_snapshots(snapshots: list[dict]) -> dict:
+    """Several engines' `Core.metrics` answers as one (serve --engines N): counts, histograms and
+    memory in use summed; ready when every engine is; a device's free and total memory (and a
+    host's available memory), which the engines share, taken once."""
+    shared = ("free", "total", "host_available")
+    out = dict(snapshots[0])
+    for name in ("queue_depth", "running", "pending", "max_batch", "effective_max_batch"):
+        out[name] = sum(s[name] for s in snapshots)
+    out["ready"] = all(s["ready"] for s in snapshots)
+    memory: dict[str, int] = {}
+    for s in snapshots:
+        for kind, value in s["device_memory"].items():
+            kept = memory.get(kind)
+            memory[kind] = value if kept is None else min(kept, value) if kind in shared else kept + value
+    out["device_memory"] = memory
+    stats: dict = {}
+    for s in snapshots:
+        for name, value in s["stats"].items():
+            if name not in stats:
+                stats[name] = copy.deepcopy(value)
+            elif isinstance(value, Histogram):
+                h = stats[name]
+                h.counts = [a + b for a, b in zip(h.counts, value.counts, strict=True)]
+                h.total, h.n = h.total + value.total, h.n + value.n
+            elif isinstance(value, dict):
+                stats[name] = dict(Counter(stats[name]) + Counter(value))
+            else:
+                stats[name] += value
+    out["stats"] = stats
+    return out

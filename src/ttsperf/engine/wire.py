@@ -8,6 +8,7 @@ front -> core
                                       answered at once, not after a turn
     ("stop", drain, timeout)          stop admitting; drain (answer what was accepted) or not
 core -> front
+    ("built", {"max_batch": n})       its KV slots allocated; the warm-up begins
     ("ready", describe)               loaded and warm: every bucket the max batch reaches is built
     ("fatal", message)                it could not start (the message says why)
     ("refused", message)              a setting cannot run there (a UserError: names its flag)
@@ -40,6 +41,7 @@ class CoreSpec:
     engine: EngineConfig = field(default_factory=EngineConfig)
     switches: Switches = field(default_factory=Switches)
     log_level: str = "warning"
+    threads: int | None = None  # torch's intra-op threads there; None: torch's default (the cores)
 
 
 def dumps(message: tuple) -> bytes:

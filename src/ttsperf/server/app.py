@@ -31,7 +31,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ttsperf import __version__
 from ttsperf.audio import wav_header
-from ttsperf.engine.client import EngineClient, EngineDied
+from ttsperf.engine.client import EngineDied
+from ttsperf.engine.pool import Engines
 from ttsperf.engine.types import FrontEvent, PcmChunk, SynthError, SynthRequest
 from ttsperf.server import errors, metrics
 from ttsperf.server.errors import ApiError
@@ -50,7 +51,7 @@ ENDPOINTS = ("/invoke", "/v1/audio/speech", "/v1/models", "/healthz", "/readyz",
 
 @dataclass
 class ServerState:
-    engine: EngineClient
+    engine: Engines
     http: metrics.HttpStats = field(default_factory=metrics.HttpStats)
     draining: bool = False  # set by server/run.py on SIGTERM: no new request reaches the engine
     unanswered: int = 0  # submitted to the engine, final answer not yet taken (event loop only)
@@ -156,7 +157,7 @@ async def read_body(
 
 
 def create_app(
-    engine: EngineClient,
+    engine: Engines,
     api_key: str | None = None,
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
@@ -179,7 +180,7 @@ class _Synthesis:
     """What both synthesis routes do with the engine: submit and await its verdict, and collect a
     buffered answer."""
 
-    def __init__(self, engine: EngineClient, state: ServerState):
+    def __init__(self, engine: Engines, state: ServerState):
         self.engine, self.state = engine, state
         self.sample_rate = engine.info["sample_rate"]
         self.retry_after = engine.spec.engine.retry_after
@@ -234,7 +235,7 @@ class _Synthesis:
 
 def _add_synthesis_routes(
     app: FastAPI,
-    engine: EngineClient,
+    engine: Engines,
     state: ServerState,
     auth: list,
     max_body_bytes: int,
@@ -291,7 +292,7 @@ def _add_synthesis_routes(
         return StreamingResponse(content, media_type=MEDIA[body.response_format], headers=headers)
 
 
-def _add_status_routes(app: FastAPI, engine: EngineClient, state: ServerState, auth: list) -> None:
+def _add_status_routes(app: FastAPI, engine: Engines, state: ServerState, auth: list) -> None:
     """What a client or an orchestrator reads: models, liveness, readiness, Prometheus metrics.
     Each asks the engine's core, which answers between its turns' work, not after them."""
 

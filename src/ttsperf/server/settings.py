@@ -11,6 +11,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import SettingsConfigDict
 
 from ttsperf.engine.config import EngineConfig, Switches
+from ttsperf.engine.pool import MAX_ENGINES
 from ttsperf.errors import UserError
 from ttsperf.model.settings import ModelSettings
 from ttsperf.settings import SECONDS, Flag, at_most
@@ -76,6 +77,15 @@ class ServeSettings(ModelSettings):
         _S.cuda_graphs, description="CUDA graphs of the decode step per batch/context bucket (CUDA)."
     )
     int8: bool = Field(_S.int8, description="int8 weight-only quantisation of the GPT's linear layers.")
+    engines: int = Field(
+        1,
+        description="Engine processes behind the front, each its own --max-batch and --max-queue, for "
+        "when one host core binds (one GPU: under CUDA MPS only, see doctor).",
+    )
+    threads: int | None = Field(
+        None,
+        description="torch's intra-op threads in each engine process (default: the cores / --engines).",
+    )
     log_level: str = Field("info", description="debug, info, warning or error.")
     ray: bool = Field(False, description="Serve as a Ray Serve deployment, one engine per replica.")
     replicas: int | None = Field(None, description="--ray: replicas (default 1).")
@@ -127,6 +137,14 @@ class ServeSettings(ModelSettings):
                 f"--start-timeout {self.start_timeout:g}s: expected a positive duration, e.g. 10min"
             )
         at_most("--start-timeout", self.start_timeout, MAX_START_SECONDS, "(a day)", unit="s")
+        if not 1 <= self.engines <= MAX_ENGINES:
+            raise UserError(f"--engines {self.engines}: expected 1 to {MAX_ENGINES}")
+        if self.threads is not None and not 1 <= self.threads <= 1024:
+            raise UserError(f"--threads {self.threads}: expected 1 to 1024")
+        if self.ray and self.threads is not None:
+            raise UserError(f"--threads {self.threads} with --ray: each replica keeps torch's default")
+        if self.ray and self.engines != 1:
+            raise UserError(f"--engines {self.engines} with --ray: each replica runs one engine (--replicas)")
         if not self.ray and (given := [n for n in RAY_ONLY if getattr(self, n) is not None]):
             raise UserError(f"--{given[0].replace('_', '-')} needs --ray")
         self.switches()

@@ -12,7 +12,8 @@ from collections.abc import AsyncIterator, Callable
 
 from starlette.types import Receive
 
-from ttsperf.engine.client import EngineClient, FrontHandle
+from ttsperf.engine.client import FrontHandle
+from ttsperf.engine.pool import Engines
 from ttsperf.engine.types import (
     Accepted,
     FrontEvent,
@@ -40,7 +41,7 @@ def draining(retry_after: float) -> ApiError:
     return ApiError(503, message, headers={"Connection": "close", **_retry_after(retry_after)})
 
 
-def submit(engine: EngineClient, request: SynthRequest) -> FrontHandle:
+def submit(engine: Engines, request: SynthRequest) -> FrontHandle:
     """Send `request` to the engine (no await: once a drain has begun, nothing new is sent)."""
     try:
         return engine.submit(request, asyncio.get_running_loop())
