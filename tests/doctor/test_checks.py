@@ -176,6 +176,12 @@ def test_mps_is_named_where_one_gpu_would_run_several_engines(tmp_path):
     assert running.severity == "ok" and "4242" in running.evidence
     absent = checks.check_mps(make_facts(1, mps_daemons=[]))
     assert absent.severity == "info" and "nvidia-cuda-mps-control -d" in absent.fix
+    # a server of `serve --engines 2` on a GPU: without the daemon a warning names it
+    two = cuda_dep(source="http://127.0.0.1:8080/healthz", engines=2)
+    warned = checks.check_mps(make_facts(1, mps_daemons=[], deployments=[two]))
+    assert warned.severity == "warn" and warned.subject == two.source and "2 engines" in warned.evidence
+    assert checks.check_mps(make_facts(1, mps_daemons=[7], deployments=[two])).severity == "ok"
+    assert checks.check_mps(make_facts(1, mps_daemons=[], deployments=[cuda_dep()])).severity == "info"
     # a /proc laid out as Linux does: comm holds the name cut at 15 characters
     for pid, name in ((10, "python3"), (11, "nvidia-cuda-mps"), (12, "nvidia-smi"), (13, "nvidia-cuda-mps")):
         (tmp_path / str(pid)).mkdir()

@@ -212,10 +212,12 @@ def check_gpu_placement(facts: Facts) -> Finding:
 
 def check_mps(facts: Facts) -> Finding:
     """More than one engine process on one GPU shares it only under CUDA MPS: without it the
-    contexts take turns (time slices), so a second `ttsperf serve` on the card adds nothing."""
+    contexts take turns (time slices), so a second `ttsperf serve` on the card adds nothing, and
+    `serve --engines N` on one GPU is worth it only under MPS."""
     id_, title = "cuda-mps", "CUDA MPS for more than one engine process per GPU"
-    if facts.gpu_count == 0:
+    if facts.gpu_count == 0:  # a server on a GPU elsewhere: doctor on its machine reads its daemon
         return _skip(id_, MACHINE, title, "a CUDA GPU", "no CUDA GPU here: nothing to share")
+    several = [d for d in facts.deployments if d.on_cuda and (d.engines or 1) > 1]
     if facts.mps_daemons is None:
         return _skip(id_, MACHINE, title, "a readable /proc", "cannot list this machine's processes")
     if facts.mps_daemons:
@@ -224,13 +226,21 @@ def check_mps(facts: Facts) -> Finding:
             id_, "ok", MACHINE, title,
             f"the MPS daemon runs (PID {pids}): engine processes on one GPU run their kernels at once",
         )  # fmt: skip
+    start = "start MPS (nvidia-cuda-mps-control -d) before running more than one engine process per GPU"
+    if several:
+        dep = several[0]
+        return Finding(
+            id_, "warn", dep.source, title,
+            f"it runs {dep.engines} engines on {dep.device} and no CUDA MPS daemon runs on this machine: "
+            "their kernels take turns in time slices (on an H200 a second server process added nothing)",
+            f"{start}, or serve one engine per GPU (--engines 1)",
+        )  # fmt: skip
     return Finding(
         id_, "info", MACHINE, title,
         "no CUDA MPS daemon: processes on one GPU take turns in time slices; on an H200 a second "
         "server process on the card added nothing (docs/measurements/h200-2026-12-04); one engine "
         "process per GPU is served at its best without it",
-        "where one host core per engine binds (plan's 'binds: host'), start MPS (nvidia-cuda-mps-control -d) "
-        "before running more than one engine process per GPU",
+        f"where one host core per engine binds (plan's 'binds: host', serve --engines N), {start}",
     )  # fmt: skip
 
 

@@ -49,6 +49,7 @@ class Deployment:
     streaming: str | None = None  # "incremental" | "re-decode" | None
     max_batch: int | None = None
     model: str | None = None  # the model config it serves (`chattts`, `tiny`), where it says
+    engines: int | None = None  # serve --engines: engine processes on its device
 
     @property
     def on_cuda(self) -> bool | None:
@@ -179,6 +180,7 @@ def from_healthz(url: str, body: dict[str, Any]) -> Deployment:
         dep.streaming = "incremental"
         dep.max_batch = body.get("max_batch") if isinstance(body.get("max_batch"), int) else None
         dep.model = body.get("model") if isinstance(body.get("model"), str) else None
+        dep.engines = body.get("engines", 1) if isinstance(body.get("engines", 1), int) else None
     return dep
 
 
