@@ -44,7 +44,7 @@ def test_a_ttsperf_server_s_settings_are_recorded_and_written(ttsperf_server, sh
     assert (s.max_batch, s.max_queue, s.first_chunk_steps, s.chunk_steps) == (6, 20, 12, 24)
     assert (s.version, s.status, s.device) == (__version__, "ok", "cpu")
     assert (s.model, s.weights) == ("tiny", "synthetic")
-    assert s.summary() == "eager, bf16, max batch 6, queue 20, first chunk 12 steps"
+    assert s.summary() == "eager, bf16, max batch 6, queue 20, first chunk 12 steps" and s.engines == 1
     write_outputs(run, tmp_path / "out")
     assert BenchRun.read(tmp_path / "out" / "run.json").server == s
 
@@ -79,6 +79,14 @@ def test_a_healthz_of_another_shape_is_not_taken_for_ttsperf_s():
     odd = {"switches": {"dtype": {"value": 16}}, "config": {"first_chunk_steps": "24"}, "max_batch": True}
     s = from_healthz(odd, "u")  # a field of the wrong type is left unsaid, not guessed
     assert (s.mode, s.dtype, s.first_chunk_steps, s.max_batch) == ("eager", None, None, None)
+
+
+def test_a_server_of_several_engines_says_so_in_its_summary():
+    """serve --engines 2: max batch and queue are each engine's, and the summary says so."""
+    two = {"switches": {}, "config": {}, "max_batch": 8, "max_queue": 64, "engines": 2}
+    s = from_healthz(two, "u")
+    assert s.engines == 2
+    assert s.summary() == "eager, max batch 8, queue 64, 2 engines, each with that batch and queue"
 
 
 def test_the_healthz_url_is_at_the_host_s_root():

@@ -145,3 +145,16 @@ def test_bench_of_a_live_ttsperf_server_then_predict_takes_its_settings(tmp_path
                                  "first_chunk_steps": 12}  # fmt: skip
     assert p.max_batch == 6 and p.workload["first_chunk_steps"] == 12
     assert p.server["line"].endswith(f"(/healthz, ttsperf {run.server.version}, tiny on cpu)")
+
+
+def test_a_run_of_several_engines_is_predicted_as_one_and_says_so(runs, tmp_path):
+    """plan models one engine process per card: a run of `serve --engines 2` is not what it
+    predicts, and the server line says so rather than compare them silently."""
+    data = json.loads(open(runs["gpu"], encoding="utf-8").read())
+    data["server"]["engines"] = 2
+    path = tmp_path / "two.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    p = predict(gpus=CARD, like=str(path))
+    assert p.server["engines"] == 2
+    assert p.server["line"] == LINE + "; the run's server ran 2 engines (serve --engines): predicted as one"
+    assert "engines" not in predict(gpus=CARD, like=runs["gpu"]).server

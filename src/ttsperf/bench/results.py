@@ -214,6 +214,7 @@ class ServerSettings(BaseModel):
     int8: bool = False
     max_batch: int | None = None
     max_queue: int | None = None
+    engines: int | None = None  # serve --engines: engine processes, each with max_batch and max_queue
     first_chunk_steps: int | None = None
     chunk_steps: int | None = None
     max_new_tokens: int | None = None
@@ -228,6 +229,8 @@ class ServerSettings(BaseModel):
             parts.append(f"max batch {self.max_batch}")
         if self.max_queue is not None:
             parts.append(f"queue {self.max_queue}")
+        if self.engines is not None and self.engines > 1:
+            parts.append(f"{self.engines} engines, each with that batch and queue")
         if self.first_chunk_steps is not None:
             parts.append(f"first chunk {self.first_chunk_steps} steps")
         return ", ".join(parts)

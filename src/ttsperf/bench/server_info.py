@@ -94,6 +94,7 @@ def from_healthz(data: Any, source: str) -> ServerSettings | None:
         int8=bool(_switch(switches, "int8").get("applied")),
         max_batch=_int(data.get("max_batch")),
         max_queue=_int(data.get("max_queue")),
+        engines=_int(data.get("engines")),
         first_chunk_steps=_int(config.get("first_chunk_steps")),
         chunk_steps=_int(config.get("chunk_steps")),
         max_new_tokens=_int(config.get("max_new_tokens")),

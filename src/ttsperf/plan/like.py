@@ -61,6 +61,7 @@ class RunServer:
     first_chunk_steps: int | None
     source: str  # where bench read it, e.g. http://127.0.0.1:8080/healthz
     about: str  # its version, model and device, e.g. "ttsperf 0.1.0, tiny on cpu"
+    engines: int | None = None  # serve --engines (None: one, or not said)
 
     @classmethod
     def read(cls, block: Any) -> RunServer | None:
@@ -85,7 +86,7 @@ class RunServer:
             dtype=dtype if dtype in F.BYTES_PER_DTYPE else None,
             max_batch=count("max_batch"), max_queue=count("max_queue"),
             first_chunk_steps=count("first_chunk_steps"),
-            source=text("source") or "run.json", about=about,
+            source=text("source") or "run.json", about=about, engines=count("engines"),
         )  # fmt: skip
 
 

@@ -243,7 +243,8 @@ def _from_run(s: PlanSettings, srv: RunServer | None) -> tuple[PlanSettings, dic
             profiles[name] = value
         else:
             taken[name] = value
-    if not (taken or overridden or profiles):
+    several = srv.engines is not None and srv.engines > 1
+    if not (taken or overridden or profiles or several):
         return s, None
     parts = [FROM_RUN[n].format(v) for n, v in taken.items()]
     where = ", ".join(x for x in (urlsplit(srv.source).path or srv.source, srv.about) if x)
@@ -255,8 +256,12 @@ def _from_run(s: PlanSettings, srv: RunServer | None) -> tuple[PlanSettings, dic
         line += (
             f"; {' and '.join(profiles)} the profile's (the run's: {', '.join(map(str, profiles.values()))})"
         )
+    if several:  # plan models one engine process per card
+        line += f"; the run's server ran {srv.engines} engines (serve --engines): predicted as one"
     out = s.model_copy(update=taken) if taken else s
     info = {"source": srv.source, "taken": taken, "overridden": overridden, "line": line}
+    if several:
+        info["engines"] = srv.engines
     return out, info
 
 
