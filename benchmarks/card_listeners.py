@@ -15,7 +15,8 @@
 Each run's bench folder, its console and the server's /metrics after it go under --out; the
 table (listeners, ok, 503s, audio s/s, TTFA p50/p99, underrun p99, GPU busy, front and engine CPU,
 requests per prefill call and wall ms per engine turn from the server's /metrics, the SLO verdict)
-is printed and written to --out/table.md.
+is printed and written to --out/table.md. With `--engines N` serve runs N engine processes (each
+`--max-batch`); the engine CPU column and the timers' shares are then summed over the N.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ def start_server(a: argparse.Namespace, out: Path) -> tuple[subprocess.Popen, st
     flags += ["--cuda-graphs"] if a.cuda_graphs else []
     flags += ["--max-batch", str(a.max_batch), "--max-queue", str(a.max_queue)]
     flags += ["--first-chunk-steps", str(a.first_chunk_steps), "--port", str(port)]
+    flags += ["--engines", str(a.engines)] if a.engines > 1 else []
     print("serve:", " ".join(["ttsperf serve", *flags]), flush=True)
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -144,6 +146,12 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=400)
     p.add_argument("--max-requests", type=int, default=800, help="bench's cap when the SLO is undecided")
     p.add_argument("--ready-timeout", type=float, default=300.0)
+    p.add_argument(
+        "--engines",
+        type=int,
+        default=1,
+        help="serve --engines N (max batch each; on one GPU: under MPS only)",
+    )
     a = p.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     proc, url, ready_s = start_server(a, a.out)

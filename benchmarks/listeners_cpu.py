@@ -3,7 +3,8 @@ beside another (issue 33: the engine in its own process against 3dd0b04's one pr
 
     git worktree add /tmp/base-3dd0b04 3dd0b04
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/listeners_cpu.py \
-        --base /tmp/base-3dd0b04 [--config tiny] [--max-batch 64] [--users 4,96] [--repeats 1]
+        --base /tmp/base-3dd0b04 [--config tiny] [--max-batch 64] [--users 4,96] [--repeats 1] \
+        [--engines 1,2] [--threads 1]
 
 For each tree, in turn (`--repeats` times, alternating): `ttsperf serve --synthetic --config tiny
 --max-batch 64 --max-queue 256` (the same flags for both trees; the tree's own code through
@@ -15,7 +16,10 @@ both). A load meets the SLO when every request succeeded and the point estimates
 2-core machine serves in minutes (its --find-max took over 15 minutes for one tree). `tiny` is the cheap
 step a card gives: what binds is the host (the event loop, the engine's loop, the chunk hand-off),
 as on a GPU. Nothing is pinned: the server's processes and bench share the cores alike for both.
-Prints a table and the command; each tree's bench output is kept in a printed temporary folder.
+`--engines 1,2` runs this tree once per count (`serve --engines N`, --max-batch each); the base
+runs one engine. `--threads 1` sets OMP_NUM_THREADS for every server (torch's intra-op threads;
+serve --engines N gives each engine cores / N by itself). Prints a table and the command; each
+tree's bench output is kept in a printed temporary folder.
 """
 
 from __future__ import annotations
@@ -40,12 +44,15 @@ from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
 SLO = "ttfa_p99=300ms,underrun_p99=100ms"
 
 
-def serve(src: Path, args: argparse.Namespace, log: Path) -> tuple[subprocess.Popen, str]:
+def serve(src: Path, args: argparse.Namespace, log: Path, engines: int = 1) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
     cmd += ["--config", args.config, "--max-batch", str(args.max_batch), "--max-queue", "256"]
+    cmd += ["--engines", str(engines)] if engines > 1 else []  # the base tree has no such flag
     cmd += ["--port", str(port), "--log-level", "warning"]
     env = {**os.environ, "PYTHONPATH": str(src)}
+    if args.threads:  # torch's intra-op threads in every server process, both trees alike
+        env["OMP_NUM_THREADS"] = str(args.threads)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
     url = f"http://127.0.0.1:{port}"
     wait_ready(url)
@@ -84,13 +91,21 @@ def main() -> None:
     p.add_argument("--users", default="16,24,32,48,64,96,128", help="the loads, ascending")
     p.add_argument("--cycles", type=int, default=3, help="requests per listener at each load")
     p.add_argument("--repeats", type=int, default=1)
+    p.add_argument(
+        "--threads", type=int, default=0, help="OMP_NUM_THREADS for the servers (0: torch's default)"
+    )
+    p.add_argument(
+        "--engines", default="1", help="this tree's `serve --engines` counts, e.g. 1,2 (each a run)"
+    )
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="listeners-"))
-    trees = {"base": args.base / "src", "this": ROOT / "src"}
-    found: dict[str, list[float]] = {name: [] for name in trees}
+    # (label, source, engines): the base always one engine (it has no --engines)
+    runs = [("base", args.base / "src", 1)]
+    runs += [(f"this-{n}", ROOT / "src", n) for n in (int(e) for e in args.engines.split(","))]
+    found: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     for r in range(args.repeats):
-        for name, src in trees.items():
-            proc, url = serve(src, args, work / f"{name}-{r}-serve.log")
+        for name, src, engines in runs:
+            proc, url = serve(src, args, work / f"{name}-{r}-serve.log", engines)
             print(f"{name} run {r}:", flush=True)
             try:
                 best, _ = most_listeners(url, args, work / f"{name}-{r}")
@@ -98,14 +113,21 @@ def main() -> None:
                 stop_server(proc)
             found[name].append(best)
     print()
-    print(f"machine: {machine()}; {args.config}, max batch {args.max_batch}, SLO {SLO}; kept in {work}")
+    threads = f"{args.threads} torch thread(s)" if args.threads else "torch's default threads"
+    print(
+        f"machine: {machine()}; {args.config}, max batch {args.max_batch}, {threads}, SLO {SLO}; "
+        f"kept in {work}"
+    )
     print("| tree | most listeners meeting the SLO (each run) | median |")
     print("|---|---|---|")
+    base = statistics.median(found["base"])
     for name, values in found.items():
-        label = f"{args.base.name} (base)" if name == "base" else "this tree"
-        print(f"| {label} | {', '.join(f'{v:g}' for v in values)} | {statistics.median(values):g} |")
-    base, this = statistics.median(found["base"]), statistics.median(found["this"])
-    print(f"ratio this / base: {this / base:.2f}x" if base else "base met the SLO at no load probed")
+        n = name.split("-")[-1]
+        label = f"{args.base.name} (base)" if name == "base" else f"this tree, --engines {n}"
+        ratio = f" ({statistics.median(values) / base:.2f}x)" if base and name != "base" else ""
+        print(f"| {label} | {', '.join(f'{v:g}' for v in values)} | {statistics.median(values):g}{ratio} |")
+    if not base:
+        print("base met the SLO at no load probed")
     print(
         "command: flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/listeners_cpu.py "
         + " ".join(sys.argv[1:])

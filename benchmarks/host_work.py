@@ -1,0 +1,171 @@
+"""The host's work on the serving path, per turn, per request and per chunk, this tree beside
+another (issue 33's must-show: the front's and the engine's host work measured apart).
+
+    git worktree add /tmp/base-3dd0b04 3dd0b04
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/host_work.py \\
+        --base /tmp/base-3dd0b04 [--users 12] [--requests 48] [--rounds 3] [--engines 1]
+
+Each tree serves `tiny` (`serve --synthetic --config tiny --max-batch 64 --max-queue 256`, the
+tree's own code through PYTHONPATH) with one torch thread (OMP_NUM_THREADS=1: a compute call runs
+on the engine's own thread), and this tree's bench sends both the same load: `--users` zh-8s
+listeners, streamed, `--requests` in all. Around the load the script reads the server's /metrics
+(decode steps = turns that stepped; prefill calls and seconds; step and audio-call seconds) and
+every thread's CPU seconds in every server process (psutil). Per tree:
+- requests per prefill call and prefill ms per request;
+- **the engine thread's CPU ms per turn**: the busiest thread of the process that holds the
+  engine (the server's own in the base, the core child here): the model's compute, sampling and
+  vocoder and all the scheduler's Python, beside the wall its timers (prefill, step, audio call)
+  read per turn. A thread waiting for the GIL or a core spends no CPU but its timers run, so the
+  timers cannot split its CPU into compute and the rest while another thread shares the process;
+- the engine process's other threads per turn (here: the core's pipe reader; the base has no
+  such process: "-");
+- **the front's CPU ms per request and per chunk** the client received: every other thread of the
+  server process (the base: its HTTP event loop, in the engine's process; here: the front process).
+Medians over `--rounds` runs, the trees alternating; bench shares the machine's cores with both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import urllib.request
+from pathlib import Path
+
+import psutil
+from prometheus_client.parser import text_string_to_metric_families
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _bench_common import machine, wait_ready  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "src"))
+from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
+
+
+def metrics(url: str) -> dict[str, float]:
+    """The counters this needs from /metrics: histogram sums and counts, and requests answered."""
+    text = urllib.request.urlopen(f"{url}/metrics", timeout=30).read().decode()
+    out: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            if s.name.endswith(("_sum", "_count")) or s.name == "ttsperf_decode_steps_total":
+                out[s.name] = s.value
+            elif s.name == "ttsperf_engine_requests_total":
+                out["requests"] = out.get("requests", 0) + s.value
+    return out
+
+
+def threads_cpu(procs: list[psutil.Process]) -> dict[tuple[int, int], float]:
+    """Every thread's CPU seconds, by (process, thread id)."""
+    out = {}
+    for proc in procs:
+        for t in proc.threads():
+            out[(proc.pid, t.id)] = t.user_time + t.system_time
+    return out
+
+
+def run(src: Path, args: argparse.Namespace, work: Path, engines: int, split: bool) -> dict:
+    """One tree under the load; `split`: its engine runs in child processes (the front apart)."""
+    port = free_port()
+    cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
+    cmd += ["--config", "tiny", "--max-batch", "64", "--max-queue", "256", "--port", str(port)]
+    cmd += ["--log-level", "warning", *(["--engines", str(engines)] if engines > 1 else [])]
+    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=(work / "serve.log").open("w"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_ready(url)
+        front = psutil.Process(proc.pid)
+        procs = [front, *front.children(recursive=True)]
+        before = metrics(url), threads_cpu(procs)
+        bench = [sys.executable, "-m", "ttsperf", "bench", url, "--adapter", "openai", "--stream"]
+        bench += ["--text-set", "zh-8s", "--users", str(args.users), "--ramp-up", "4s", "--no-until-decided"]
+        bench += ["--requests", str(args.requests), "--no-gpu", "-o", str(work / "bench")]
+        benv = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+        subprocess.run(bench, env=benv, capture_output=True, check=True)
+        after = metrics(url), threads_cpu(procs)
+    finally:
+        stop_server(proc)
+    d = {k: after[0].get(k, 0.0) - before[0].get(k, 0.0) for k in after[0]}
+    cpu = {k: v - before[1].get(k, 0.0) for k, v in after[1].items()}
+    # The thread that drives the device: the busiest of the process that holds the engine (the
+    # server's own in the base, its engine children here); the rest of that process's threads
+    # (the base: the HTTP front's event loop; here: the pipe reader) and the front apart.
+    engine_pids = {p.pid for p in procs[1:]} if split else {front.pid}
+    engine_threads = {k: v for k, v in cpu.items() if k[0] in engine_pids}
+    worker = max(engine_threads, key=engine_threads.get)
+    front_s = sum(v for k, v in cpu.items() if k[0] == front.pid and k != worker)
+    with (work / "bench" / "requests.csv").open(encoding="utf-8") as fh:
+        rows = [r for r in csv.DictReader(fh) if r["status"] == "200" and r["warmup"] != "True"]
+    chunks = sum(int(r["chunks"] or 0) for r in rows)
+    turns = d["ttsperf_step_seconds_count"]
+    timed = sum(d[f"ttsperf_{n}_seconds_sum"] for n in ("prefill", "step", "audio_call"))
+    requests = d["requests"]
+    return {
+        "requests": requests,
+        "per_prefill": requests / d["ttsperf_prefill_seconds_count"],
+        "prefill_ms_per_request": 1000 * d["ttsperf_prefill_seconds_sum"] / requests,
+        "turns": turns,
+        "timers_ms_per_turn": 1000 * timed / turns,
+        "worker_ms_per_turn": 1000 * cpu[worker] / turns,
+        "engine_other_ms_per_turn": 1000 * (sum(engine_threads.values()) - cpu[worker]) / turns
+        if split
+        else None,
+        "front_ms_per_request": 1000 * front_s / requests,
+        "front_ms_per_chunk": 1000 * front_s / chunks if chunks else None,
+    }
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--base", type=Path, required=True, help="a worktree of the tree to compare with")
+    p.add_argument("--users", type=int, default=12, help="zh-8s listeners (closed loop)")
+    p.add_argument("--requests", type=int, default=48)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--engines", type=int, default=1, help="this tree's `serve --engines`")
+    args = p.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="host-work-"))
+    trees = {"base": (args.base / "src", 1), "this": (ROOT / "src", args.engines)}
+    found: dict[str, list[dict]] = {name: [] for name in trees}
+    for r in range(args.rounds):
+        for name, (src, engines) in trees.items():
+            (work / f"{name}-{r}").mkdir()
+            found[name].append(run(src, args, work / f"{name}-{r}", engines, split=name == "this"))
+            print(f"{name} round {r}: {found[name][-1]}", flush=True)
+
+    def med(name: str, key: str, digits: int = 2) -> str:
+        values = [x[key] for x in found[name] if x[key] is not None]
+        return f"{statistics.median(values):.{digits}f}" if values else "-"
+
+    print()
+    print(f"machine: {machine()}; tiny, {args.users} zh-8s listeners, {args.requests} requests, "
+          f"1 torch thread, medians of {args.rounds}; kept in {work}")  # fmt: skip
+    print("| tree | req per prefill | prefill ms/req | engine thread CPU ms/turn | its timers' wall ms/turn "
+          "| engine's other threads ms/turn | front CPU ms/req | front CPU ms/chunk |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|")
+    for name in trees:
+        label = f"{args.base.name} (base)" if name == "base" else "this tree"
+        keys = ("per_prefill", "prefill_ms_per_request", "worker_ms_per_turn", "timers_ms_per_turn",
+                "engine_other_ms_per_turn", "front_ms_per_request", "front_ms_per_chunk")  # fmt: skip
+        cells = [med(name, k) for k in keys]
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    for key, what in (
+        ("worker_ms_per_turn", "engine thread CPU per turn"),
+        ("front_ms_per_request", "front CPU per request"),
+    ):
+        base, this = (statistics.median(x[key] for x in found[n]) for n in ("base", "this"))
+        print(f"{what}, base / this: {base / this:.2f}x")
+    print(
+        "command: flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/host_work.py "
+        + " ".join(sys.argv[1:])
+    )
+
+
+if __name__ == "__main__":
+    main()
