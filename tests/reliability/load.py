@@ -114,15 +114,26 @@ async def _one(client: httpx.AsyncClient, path: str, body: dict, check, t0: floa
 
 
 def offer(
-    url: str, path: str, body: dict, *, rate: float, seconds: float, check=None, timeout: float = 300.0
+    url: str,
+    path: str,
+    body: dict,
+    *,
+    rate: float,
+    seconds: float,
+    check=None,
+    timeout: float = 300.0,
+    keepalive: bool = True,
 ) -> Tally:
     """Open loop: a request every 1/rate seconds for `seconds`, each on its own connection slot,
-    whatever the answers (a closed loop would slow down with the server and hide overload)."""
+    whatever the answers (a closed loop would slow down with the server and hide overload).
+    `keepalive=False`: a new connection per request. A server that shuts down closes its idle
+    keep-alive connections, and a request written on one at that moment is never read: the client
+    sees the connection close with no answer, which a test of shutdown would count as lost."""
 
     tally = Tally()
 
     async def run() -> None:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=64 if keepalive else 0)
         async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
             tally.t0 = time.monotonic()
             n = max(1, round(rate * seconds))
