@@ -160,12 +160,10 @@ class EngineClient:
                 pass
         self._stopped.wait(None if timeout is None else timeout + 5)
         self._proc.join(5)
-        if self._proc.is_alive():
-            self._proc.kill()
-            self._proc.join(5)
+        self.kill()
 
     def kill(self) -> None:
-        """End the core at once (another engine could not start): nothing was accepted yet."""
+        """End the core at once if it still runs (it would not stop, or another engine could not start)."""
         if self._proc is not None and self._proc.is_alive():
             self._proc.kill()
             self._proc.join(5)

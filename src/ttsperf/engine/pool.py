@@ -15,7 +15,8 @@ Start: one after another until each has allocated its KV slots (the first sizes 
 1/N of the headroom, the others take its batch and check it against the memory left), then every
 engine warms up at once, so N engines are ready about as soon as one. --max-batch and --max-queue
 are each engine's. Any engine's death ends the whole, as with one: its requests get 'engine_died'
-at once, /readyz turns false and serve exits non-zero; the others answer theirs 'shutdown'.
+at once, /readyz turns false and serve exits non-zero; the others finish what they hold and admit
+nothing more.
 """
 
 from __future__ import annotations
@@ -78,20 +79,12 @@ class EnginePool:
         return EngineClient(spec, self._start_method)
 
     @property
-    def pid(self) -> int | None:
-        return self.clients[0].pid if self.clients else None
-
-    @property
     def pids(self) -> list[int | None]:
         return [c.pid for c in self.clients]
 
     @property
     def ready(self) -> bool:
         return bool(self.clients) and all(c.ready for c in self.clients)
-
-    @property
-    def dead(self) -> str | None:
-        return next((c.dead for c in self.clients if c.dead is not None), None)
 
     def stop(self, drain: bool = True, timeout: float | None = None) -> None:
         """Stop every engine at once (each drains in its own process); return when all have."""
@@ -143,13 +136,15 @@ def _describe(answers: list[dict], pids: list[int | None]) -> dict:
     """/healthz for all: the first engine's settings and buckets (every engine runs the same), its
     max batch and queue (each engine's), the requests summed, and each engine's own counts."""
     mine = ("max_batch", "effective_max_batch", "queue_depth", "running", "answered")
-    each = [{"pid": pid, **{k: a[k] for k in mine if k in a}} for a, pid in zip(answers, pids, strict=True)]
-    merged = {**answers[0], "engines": len(answers), "per_engine": each}
-    if all("queue_depth" in a for a in answers):
-        merged.update(_status(answers))
-    if all("answered" in a for a in answers):
-        merged["answered"] = sum(a["answered"] for a in answers)
-    return merged
+    each = [{"pid": pid, **{k: a[k] for k in mine}} for a, pid in zip(answers, pids, strict=True)]
+    answered = sum(a["answered"] for a in answers)
+    return {
+        **answers[0],
+        **_status(answers),
+        "answered": answered,
+        "engines": len(answers),
+        "per_engine": each,
+    }
 
 
 Engines = EngineClient | EnginePool  # what an HTTP front talks to: one engine, or N behind it
