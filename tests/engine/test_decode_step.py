@@ -138,6 +138,17 @@ def test_graph_buckets_pad_without_changing_tokens(eager_tokens, max_graph_batch
     assert (graphed.eager_steps > 0) == (max_graph_batch == 2)
 
 
+def test_the_whole_graphed_path_takes_the_eager_tokens(eager_tokens):
+    """Step, prefill and audio through their buckets (each padded call run eagerly on a CPU)."""
+    engine = Engine(
+        Pipeline.synthetic_model(TINY, seed=0), EngineConfig(max_batch=4, graphs_without_capture=True)
+    )
+    assert serve_all(engine) == eager_tokens
+    prefill = engine.runner.graphed_prefill
+    assert len(prefill.graphs) == 15  # warmed at start, then replayed: some calls' buckets would
+    assert prefill.eager_calls < engine.stats.prefill_seconds.n  # pass slot 3 and run eagerly
+
+
 def test_buckets():
     assert buckets(16, 1) == [1, 2, 4, 8, 16]
     assert buckets(12, 1) == [1, 2, 4, 8, 12]

@@ -10,6 +10,8 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+import ttsperf.engine.graphs as graphs_module
+import ttsperf.engine.runner as runner_module
 import ttsperf.model.step as step_module
 from ttsperf.engine.audio import BatchedAudio, Window
 from ttsperf.engine.engine import Engine, EngineConfig
@@ -18,6 +20,7 @@ from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.sampling import SamplingParams
 from ttsperf.model.step import Step
+from ttsperf.model.transfer import pack
 
 TEXTS = ["你好，这是一段用于压测的文本。", "Hello world, this is a test.", "今天天气很好。", "好。"]
 aten = torch.ops.aten
@@ -92,27 +95,41 @@ def test_a_step_reads_the_device_once(tiny_pipe):
     assert all(reads == 1 + audio for reads, audio in per_step), per_step
 
 
+@pytest.mark.parametrize("graphs", [False, True])
 @pytest.mark.parametrize("rows", [1, 8])
-def test_a_prefill_reads_nothing_and_sends_its_inputs_in_two_copies(tiny_pipe, monkeypatch, rows):
-    """However many rows join: no host read, and the prompts (Step.prefill) and the rows' settings
-    (Rows.put) each go to the device in one packed copy (on an H200 a prefill of n rows made 3n+7
-    blocking copies, each a stream synchronize)."""
+def test_a_prefill_reads_nothing_and_sends_its_inputs_in_two_copies(tiny_pipe, monkeypatch, rows, graphs):
+    """However many rows join: no host read, and the prompts and the rows' settings (Rows.put)
+    each go to the device in one packed copy (on an H200 a prefill of n rows made 3n+7 blocking
+    copies, each a stream synchronize). Graphed, the prompts' copy is into the bucket's static
+    buffer (GraphedPrefill, checked on a CPU without capture)."""
     sends: list[int] = []
+    packs: list[int] = []
+
+    def counted(real, into):
+        def send(device, *tensors):
+            into.append(len(tensors))
+            return real(device, *tensors)
+
+        return send
+
     real = step_module.to_device
-
-    def counted(device, *tensors):
-        sends.append(len(tensors))
-        return real(device, *tensors)
-
-    monkeypatch.setattr(step_module, "to_device", counted)
-    engine = Engine(tiny_pipe, EngineConfig(max_batch=8, prefill_wait=0.0))
+    for module in (step_module, runner_module):
+        monkeypatch.setattr(module, "to_device", counted(real, sends))
+    monkeypatch.setattr(graphs_module, "pack", lambda ts, pin: (packs.append(len(ts)), pack(ts, pin))[1])
+    engine = Engine(tiny_pipe, EngineConfig(max_batch=8, prefill_wait=0.0, graphs_without_capture=graphs))
+    with engine._contexts():
+        engine.runner.warm()  # as start() does: every prefill bucket built before a request
+    sends.clear(), packs.clear()
     for i, t in enumerate((TEXTS * 4)[:rows]):
         engine.submit(SynthRequest(t, SamplingParams(seed=i)))
     with engine._contexts(), HostReads().watching() as reads:
         engine._admit()
     assert engine.running() == rows
     assert reads.count == 0
-    assert sends == [3, 9]  # ids, text mask, last positions; positions, limits, forced, key, 5 settings
+    # ids, text mask, last positions, slots; positions, limits, forced, key, 5 settings
+    assert (sends, packs) == (([9], [4]) if graphs else ([4, 9], []))
+    if graphs:
+        assert engine.runner.graphed_prefill.eager_calls == 0
     engine.stop(drain=False)
 
 

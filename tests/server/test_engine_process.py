@@ -157,6 +157,7 @@ def test_ready_means_warm_the_buckets_are_listed_and_a_request_after_readyz_buil
                 f"{before['warmed']['decode_graphs']} decode graphs (batch [1, 2, 4, 8, 16, "
             )
             assert "context [256, 512, 1024, 2048, 2560]" in line
+            assert "20 prefill graphs (rows [1, 2, 4, 8], prompt [32, 64, 128, 256, 512])" in line
             print("warm before ready:", line)
             speech = {"input": SHORT, "response_format": "pcm"}
             assert c.post("/v1/audio/speech", json=speech).status_code == 200
@@ -166,3 +167,4 @@ def test_ready_means_warm_the_buckets_are_listed_and_a_request_after_readyz_buil
     for key in ("cuda_graphs", "eager_fallback_steps"):
         assert after["decode_step"][key] == before["decode_step"][key]
     assert after["audio_graphs"] == before["audio_graphs"] and len(before["audio_graphs"]) > 9
+    assert after["prefill_graphs"] == before["prefill_graphs"] and after["eager_prefill_calls"] == 0

@@ -30,9 +30,11 @@ def _warm_line(info: dict) -> str:
         return f"{compiled} compiled graphs" if compiled else "nothing to capture (eager)"
     keys = step["cuda_graphs"]
     batches, contexts, tops = (sorted({k[i] for k in keys}) for i in range(3))
+    rows, prompts = (sorted({k[i] for k in info["prefill_graphs"]}) for i in range(2))
     return (
         f"{warmed['decode_graphs']} decode graphs (batch {batches}, context {contexts}, candidates "
-        f"{tops}) and {warmed['audio_graphs']} audio graphs in {warmed['seconds']:.1f} s"
+        f"{tops}), {warmed['prefill_graphs']} prefill graphs (rows {rows}, prompt {prompts}) and "
+        f"{warmed['audio_graphs']} audio graphs in {warmed['seconds']:.1f} s"
         + (f"; {warmed['stopped']}" if "stopped" in warmed else "")
     )
 

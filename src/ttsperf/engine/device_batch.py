@@ -12,6 +12,7 @@ is its own (scheduler_rows.py), moved with the same moves. The tensors and the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -19,6 +20,10 @@ import torch
 
 from ttsperf.model.sampling import RowParams
 from ttsperf.model.step import Rows
+from ttsperf.model.transfer import to_device
+
+# (src, dst on the device, dst on the host)
+AlsoMove = Callable[[torch.Tensor, torch.Tensor, np.ndarray], None]
 
 
 @dataclass
@@ -87,9 +92,11 @@ class BatchState(Rows):
         h.done[:b] = (host & 1).astype(bool)
         return int(h.steps[:b].sum()) - before
 
-    def compact(self, leaving: np.ndarray) -> list[tuple[int, int]]:
-        """Drop the rows in `leaving` (slot indices); move the last staying rows into the holes.
-        -> the (src, dst) moves, for the caller's own per-slot data (KV slots, the scheduler's rows)."""
+    def compact(self, leaving: np.ndarray, also: AlsoMove | None = None) -> list[tuple[int, int]]:
+        """Drop the rows in `leaving` (slot indices); move the last staying rows into the holes;
+        `also(src, dst, holes)` moves the caller's per-slot device data (the KV slots) with the
+        same index tensors, once the host mirror has moved (`holes`: dst on the host).
+        -> the (src, dst) moves, for the caller's own per-slot data (the scheduler's rows)."""
         b = self.size
         gone = np.zeros(b, bool)
         gone[leaving] = True
@@ -98,12 +105,15 @@ class BatchState(Rows):
         movers = np.flatnonzero(~gone[new_size:]) + new_size
         moves = list(zip(movers.tolist(), holes.tolist(), strict=True))
         if moves:
-            src = torch.as_tensor(movers, device=self.device)
-            dst = torch.as_tensor(holes, device=self.device)
+            # one packed copy that does not wait for the device (a pageable host-to-device copy,
+            # torch.as_tensor(..., device=), synchronizes the stream)
+            src, dst = to_device(self.device, torch.from_numpy(movers), torch.from_numpy(holes))
             for t in self.tensors():
                 t[dst] = t[src]
             for column in self._host_columns:
                 column[holes] = column[movers]
+            if also is not None:
+                also(src, dst, holes)
         self.size = new_size
         return moves
 

@@ -72,6 +72,7 @@ class Engine:
             switch_report=self.switch_report,
             graphs_without_capture=c.graphs_without_capture,
             memory_share=c.memory_share,
+            prefill_rows=c.prefill_rows,
         )
         self.max_batch = self.runner.max_batch
         self.effective_max_batch = self.max_batch  # shrinks after an out-of-memory
@@ -159,7 +160,7 @@ class Engine:
         """What the engine says about itself (/healthz, profiles): its settings, batch limits,
         memory, switches and what its decode step compiled or captured."""
         config, runner, step = self.config, self.runner, self.decode_step
-        graphed, audio = runner.graphed, runner.graphed_audio
+        graphed, prefill, audio = runner.graphed, runner.graphed_prefill, runner.graphed_audio
         return {
             "config": {**asdict(config), "inject_oom_at_steps": sorted(config.inject_oom_at_steps)},
             "max_batch": self.max_batch,
@@ -173,6 +174,8 @@ class Engine:
                 "cuda_graphs": sorted(graphed.graphs) if graphed else [],
                 "eager_fallback_steps": graphed.eager_steps if graphed else 0,
             },
+            "prefill_graphs": sorted(prefill.graphs) if prefill else [],  # (rows, prompt tokens)
+            "eager_prefill_calls": prefill.eager_calls if prefill else 0,
             "audio_graphs": sorted(k[1:] for k in audio.graphs) if audio else [],
             "warmed": self.warmed,  # what start() built before the first request
             "device": str(self.pipe.device),

@@ -1,7 +1,9 @@
-"""CUDA graphs of the engine's two device calls, captured at start (ready means warm) and replayed:
-the decode step (`GraphedStep`: decode + sampling + state update, per (batch bucket, context
-bucket, candidates)) and the audio call (`GraphedAudio`: Decoder+Vocos, per (rows, steps, frames)
-bucket). Both pad to doubling size buckets (`buckets`) and share one capture (`capture`).
+"""CUDA graphs of the engine's three device calls, captured at start (ready means warm) and
+replayed: the decode step (`GraphedStep`: decode + sampling + state update, per (batch bucket,
+context bucket, candidates)), the prefill (`GraphedPrefill`: the joining prompts' forward into
+their KV slots and their code logits, per (rows, prompt length) bucket) and the audio call
+(`GraphedAudio`: Decoder+Vocos, per (rows, steps, frames) bucket). All pad to doubling size
+buckets (`buckets`) and share one capture (`capture`).
 
 The step's graphs are captured over the engine's preallocated KV slots and batch tensors. Neither
 ever moves, so a graph reads and writes them in place, with no copies. Batches above the largest
@@ -17,6 +19,8 @@ from collections.abc import Callable
 import torch
 
 from ttsperf.engine.audio import SynthFn
+from ttsperf.model.step import Outputs, pad_prompts
+from ttsperf.model.transfer import pack, to_device, unpack
 
 StepRun = Callable[[int, int, int], None]  # (batch, context length, candidates): the whole step
 
@@ -124,6 +128,92 @@ class GraphedStep:
     def _restore(self, saved: list[torch.Tensor], bb: int) -> None:
         for t, copy in zip(self._restorable(), saved, strict=True):
             t[:bb].copy_(copy)
+
+
+PrefillRun = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], Outputs]
+
+
+class GraphedPrefill:
+    """CUDA graphs of the prefill's device part (Runner.prefill_forward: the prompts' embedding,
+    every layer writing its K/V into the rows' slots, the last hidden states and their code
+    logits), one per (rows, prompt length) bucket, all captured at start (`warm`), any other on
+    first use. Eagerly, a call of a few rows launches ~900 kernels on chattts (the H200's
+    prefill took 31-46% of the engine's wall); replayed, one launch and one input copy.
+
+    The inputs (`pad_prompts`' ids, text mask, last positions, slots) are padded on the host to
+    the bucket and go in one packed copy into the bucket's static buffer, which does not make the
+    host wait (pinned, non-blocking, as model/transfer.py's). Each graph writes the KV slots its
+    static `slots` names, so one graph serves any free slots. Padding rows are empty prompts
+    written into the free slots after the real rows (a free slot's next prefill overwrites them);
+    a call whose bucket would pass the last slot, or longer than the largest bucket, runs
+    eagerly. `capture=False` runs the padded call eagerly instead (the padding checked on a CPU)."""
+
+    def __init__(
+        self,
+        run: PrefillRun,
+        *,
+        max_rows: int,
+        max_prompt: int,
+        max_batch: int,
+        device: torch.device,
+        capture: bool = True,
+    ):
+        self.run, self.device, self.capture, self.max_batch = run, device, capture, max_batch
+        self.row_sizes = buckets(min(max_rows, max_batch), 1)
+        self.prompt_sizes = buckets(max_prompt, 32)
+        self.graphs: dict[tuple[int, int], tuple[torch.Tensor, list[int], Callable[[], Outputs] | None]] = {}
+        self.eager_calls = 0
+        self._pool = None
+
+    def reachable(self) -> list[tuple[int, int]]:
+        return [(rows, length) for rows in self.row_sizes for length in self.prompt_sizes]
+
+    def warm(self, num_vq: int) -> int:
+        """Capture every bucket now, into the first slots (before any request: all free)
+        -> how many were new."""
+        new = [key for key in self.reachable() if key not in self.graphs]
+        for rows, length in new:
+            empty = [(torch.zeros(1, 1, num_vq, dtype=torch.long), None, torch.zeros(1, 1, dtype=torch.bool))]
+            self._call(empty, 0, rows, length)
+        return len(new)
+
+    def key(self, n: int, longest: int, first: int) -> tuple[int, int] | None:
+        """The graph a call of n prompts into slots first.. replays; None: it runs eagerly."""
+        rows, length = pick(n, self.row_sizes), pick(longest, self.prompt_sizes)
+        return None if rows is None or length is None or first + rows > self.max_batch else (rows, length)
+
+    def __call__(self, prompts: list[tuple[torch.Tensor, ...]], first: int) -> Outputs:
+        """Prompts (Pipeline.prompt's, on the host) into slots first..first+n-1 -> each one's last
+        hidden state (n, H) and code logits (n, num_vq, V): views of the graph's static outputs,
+        valid until the next call."""
+        key = self.key(len(prompts), max(ids.shape[1] for ids, _, _ in prompts), first)
+        if key is None:
+            self.eager_calls += 1
+            return self.run(*to_device(self.device, *pad_prompts(prompts, first)))
+        hidden, logits = self._call(prompts, first, *key)
+        return hidden[: len(prompts)], logits[: len(prompts)]
+
+    def _call(self, prompts, first: int, rows: int, length: int) -> Outputs:
+        host = pad_prompts(prompts, first, rows, length)
+        packed, offsets = pack(host, pin=self.device.type == "cuda")
+        if (rows, length) not in self.graphs:  # a static buffer; recorded below, with these inputs in it
+            static = torch.empty(packed.numel(), dtype=torch.uint8, device=self.device)
+            self.graphs[(rows, length)] = static, offsets, None
+        static, offsets, replay = self.graphs[(rows, length)]
+        static.copy_(packed, non_blocking=True)
+        if replay is None:
+            replay = self._record(unpack(static, offsets, host))
+            self.graphs[(rows, length)] = static, offsets, replay
+        return replay()
+
+    def _record(self, inputs: list[torch.Tensor]) -> Callable[[], Outputs]:
+        """Warm-up and recording run the call on the inputs in the static buffer: writes at the
+        same slots with the same values as the replay that follows."""
+        if not self.capture:
+            return lambda: self.run(*inputs)
+        graph, out = capture(lambda: self.run(*inputs), self._pool)
+        self._pool = graph.pool()
+        return lambda: (graph.replay(), out)[1]
 
 
 class GraphedAudio:

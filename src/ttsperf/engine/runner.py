@@ -24,13 +24,13 @@ from ttsperf.engine.audio import BatchedAudio, Window
 from ttsperf.engine.config import AUTO_BATCH_CAP
 from ttsperf.engine.decode_step import DecodeStep
 from ttsperf.engine.device_batch import BatchState
-from ttsperf.engine.graphs import GraphedAudio, GraphedStep
+from ttsperf.engine.graphs import GraphedAudio, GraphedPrefill, GraphedStep
 from ttsperf.engine.oom import is_oom
 from ttsperf.model.forward import SlotForward
 from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import MIN_TOKENS_TO_KEEP, RowParams, SamplingParams, candidates, seed_key, width
-from ttsperf.model.step import advance
+from ttsperf.model.step import Outputs, advance, pad_prompts
 from ttsperf.model.transfer import to_device
 
 
@@ -87,6 +87,7 @@ class Runner:
         switch_report: dict,
         graphs_without_capture: bool = False,
         memory_share: float = 1.0,
+        prefill_rows: int = 8,
     ):
         self.pipe = pipe
         g = pipe.cfg.gpt
@@ -109,11 +110,16 @@ class Runner:
         self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device)
         self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile)
         self.graphed: GraphedStep | None = None
+        self.graphed_prefill: GraphedPrefill | None = None
         self.graphed_audio: GraphedAudio | None = None
         # graphs_without_capture: the graphed path's buckets run eagerly (tests, on a CPU)
         if switch_report["cuda_graphs"]["applied"] or graphs_without_capture:
             capture = not graphs_without_capture
             self.graphed = GraphedStep(self.run_step, self.state, capacity, capture=capture)
+            self.graphed_prefill = GraphedPrefill(
+                self.prefill_forward, max_rows=prefill_rows, max_prompt=max_prompt_tokens,
+                max_batch=max_batch, device=pipe.device, capture=capture,
+            )  # fmt: skip
             self.graphed_audio = GraphedAudio(
                 self.audio.synthesize, max_batch, max_new_tokens + 1, capture=capture
             )
@@ -123,13 +129,14 @@ class Runner:
         """Ready means warm: capture every decode and audio graph the max batch can reach, so that
         no request pays for a capture (on an H200, captures inside requests took plan's check to a
         TTFA P99 of 15 s). -> what was built and how long it took."""
-        if self.graphed is None or self.graphed_audio is None:
-            return {"decode_graphs": 0, "audio_graphs": 0, "seconds": 0.0}
+        if self.graphed is None or self.graphed_audio is None or self.graphed_prefill is None:
+            return {"decode_graphs": 0, "prefill_graphs": 0, "audio_graphs": 0, "seconds": 0.0}
         t0 = time.perf_counter()
         tops = sorted({width(kept, self.vocab) for kept in range(MIN_TOKENS_TO_KEEP, self.vocab + 1)})
         stopped = None
         try:
             self.graphed.warm(tops)
+            self.graphed_prefill.warm(self.num_vq)
             self.graphed_audio.warm(self.state.hidden)
         except Exception as exc:  # out of memory: serve with what fits, the rest on first use
             if not is_oom(exc):
@@ -140,6 +147,7 @@ class Runner:
             torch.cuda.synchronize(self.pipe.device)
         return {
             "decode_graphs": len(self.graphed.graphs),
+            "prefill_graphs": len(self.graphed_prefill.graphs),
             "audio_graphs": len(self.graphed_audio.graphs),
             "seconds": round(time.perf_counter() - t0, 3),
             **({"stopped": stopped} if stopped else {}),
@@ -154,17 +162,28 @@ class Runner:
         prompts = [pipe.prompt([r.text], r.prompt) for r in rows]
         lengths = [ids.shape[1] for ids, _, _ in prompts]
         first = s.size
-        hidden = self.decode_step.step.prefill(prompts, first)
+        if self.graphed_prefill is not None:
+            hidden, logits = self.graphed_prefill(prompts, first)
+        else:
+            hidden, logits = self.prefill_forward(*to_device(pipe.device, *pad_prompts(prompts, first)))
         params = RowParams.of([r.params for r in rows], self.vocab)
         keys = seed_key(torch.tensor([r.seed for r in rows]))
         kept = [candidates(r.params, self.vocab) for r in rows]
         sl = s.add(lengths, [r.limit for r in rows], [r.forced for r in rows], keys, params, kept)
         try:
-            s.accept(sl, hidden, pipe.model.embed.code_logits(hidden), self._top(sl))
+            s.accept(sl, hidden, logits, self._top(sl))
         except BaseException:
             s.truncate(first)
             raise
         return sl
+
+    def prefill_forward(
+        self, ids: torch.Tensor, text: torch.Tensor, last: torch.Tensor, slots: torch.Tensor
+    ) -> Outputs:
+        """The prefill's device part, no host read (graphed per bucket): padded prompts on the
+        device (model.step.pad_prompts) into their KV slots -> last hidden states, code logits."""
+        hidden = self.decode_step.step.prefill_padded(ids, text, last, slots)
+        return hidden, self.pipe.model.embed.code_logits(hidden)
 
     # ------------------------------------------------------------------ the step
 
@@ -196,17 +215,15 @@ class Runner:
         return self.audio.decode(self.state.hidden, windows) if windows else []
 
     def remove(self, leaving: list[int]) -> list[tuple[int, int]]:
-        """Drop rows, keeping slots 0..B-1 dense -> the (src, dst) moves made."""
+        """Drop rows, keeping slots 0..B-1 dense -> the (src, dst) moves made. No host read: the
+        moves' index tensors go in one copy that does not wait for the device, and the KV slots
+        move with the batch's tensors."""
         positions = self.state.host.positions
-        movers_length = 0
-        moves = self.state.compact(np.asarray(leaving, dtype=np.int64))
-        if moves:  # the slots' moves go in one copy that does not wait for the device
-            src, dst = to_device(
-                self.pipe.device, torch.tensor([m[0] for m in moves]), torch.tensor([m[1] for m in moves])
-            )
-            movers_length = int(positions[[d for _, d in moves]].max())  # moved already
-            self.slots.move_many(src, dst, movers_length)
-        return moves
+
+        def move_kv(src: torch.Tensor, dst: torch.Tensor, holes: np.ndarray) -> None:
+            self.slots.move_many(src, dst, int(positions[holes].max()))  # the movers' (moved already)
+
+        return self.state.compact(np.asarray(leaving, dtype=np.int64), move_kv)
 
     def truncate(self, size: int) -> None:
         """Keep rows 0..size-1 (out of memory, or a failure that answered every row)."""

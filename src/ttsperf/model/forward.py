@@ -56,13 +56,17 @@ class SlotForward:
         return self.prefill_many(embeds, slots, slot)[0]
 
     def prefill_many(
-        self, embeds: torch.Tensor, slots: KVSlots, first: int, last: torch.Tensor | None = None
+        self,
+        embeds: torch.Tensor,
+        slots: KVSlots,
+        first: int | torch.Tensor,
+        last: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """n prompts, right-padded to (n, P, H), into slots first..first+n-1 at positions 0..P-1
-        -> each prompt's last hidden state (n, H); `last` (n,) on the device: each prompt's last
-        position (None: every prompt fills all P). Attention is causal, so a prompt never sees
-        the padding after it; the padding's K/V land past the row's position, where its decode
-        steps overwrite them before any step reads them."""
+        """n prompts, right-padded to (n, P, H), into slots first..first+n-1 (or the n slots a
+        tensor `first` names) at positions 0..P-1 -> each prompt's last hidden state (n, H); `last`
+        (n,) on the device: each prompt's last position (None: every prompt fills all P).
+        Attention is causal, so a prompt never sees the padding after it; the padding's K/V land
+        past the row's position, where its decode steps overwrite them before any step reads them."""
         n, p, _ = embeds.shape
         positions = torch.arange(p, device=embeds.device).unsqueeze(0).expand(n, p)
         cos, sin = self.llama.rotary_emb(embeds, positions)

@@ -62,11 +62,14 @@ class KVSlots:
     def view(self, layer: int, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k[layer][:batch, :, :length], self.v[layer][:batch, :, :length]
 
-    def write_prefixes(self, layer: int, first: int, k: torch.Tensor, v: torch.Tensor) -> None:
-        """k, v: (n, kv_heads, P, head_dim) for positions 0..P-1 of slots first..first+n-1."""
+    def write_prefixes(self, layer: int, rows: int | torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
+        """k, v: (n, kv_heads, P, head_dim) for positions 0..P-1 of slots rows..rows+n-1 (an int)
+        or of the slots a (n,) tensor on the device names (a captured prefill: its slots change
+        from call to call, not its code)."""
         n, p = k.shape[0], k.shape[2]
-        self.k[layer][first : first + n, :, :p] = k.to(self.k[layer].dtype)
-        self.v[layer][first : first + n, :, :p] = v.to(self.v[layer].dtype)
+        where = slice(rows, rows + n) if isinstance(rows, int) else rows
+        self.k[layer][where, :, :p] = k.to(self.k[layer].dtype)
+        self.v[layer][where, :, :p] = v.to(self.v[layer].dtype)
 
     def move_many(self, src: torch.Tensor, dst: torch.Tensor, length: int) -> None:
         """Copy slots src[i]'s first `length` positions into slots dst[i], all at once."""

@@ -46,15 +46,32 @@ class Step:
         one forward into KV slots first..first+n-1 -> each prompt's last hidden state (n, H).
         Right-padded: causal attention never sees the padding (SlotForward.prefill_many). The
         padded inputs go to the device in one copy that does not wait for it (model/transfer.py)."""
-        lengths = [ids.shape[1] for ids, _, _ in prompts]
-        longest = max(lengths)
-        ids = torch.zeros(len(prompts), longest, prompts[0][0].shape[-1], dtype=torch.long)
-        text = torch.zeros(len(prompts), longest, dtype=torch.bool)
-        for r, (i, _, m) in enumerate(prompts):
-            ids[r, : i.shape[1]], text[r, : m.shape[1]] = i[0], m[0]
-        last = torch.tensor(lengths) - 1
-        ids, text, last = to_device(self.kv.device, ids, text, last)
-        return self.forward.prefill_many(self.embed.embed_prompt(ids, text), self.kv, first, last)
+        return self.prefill_padded(*to_device(self.kv.device, *pad_prompts(prompts, first)))
+
+    def prefill_padded(
+        self, ids: torch.Tensor, text: torch.Tensor, last: torch.Tensor, slots: torch.Tensor
+    ) -> torch.Tensor:
+        """The prefill's device part over `pad_prompts`' inputs on the device, with no host read
+        (what engine/graphs.py's GraphedPrefill captures) -> last hidden states (rows, H)."""
+        return self.forward.prefill_many(self.embed.embed_prompt(ids, text), self.kv, slots, last)
+
+
+def pad_prompts(
+    prompts: list[tuple[torch.Tensor, ...]], first: int, rows: int | None = None, length: int | None = None
+) -> list[torch.Tensor]:
+    """Prompts right-padded on the host to `rows` x `length` (default: as many rows as prompts,
+    the longest prompt) -> ids (rows, length, num_vq), text mask (rows, length), each row's last
+    position (rows,) and its KV slot (rows,): first, first+1, ... Padding rows are empty prompts
+    (position 0) into the slots after the real ones."""
+    lengths = [ids.shape[1] for ids, _, _ in prompts]
+    rows, length = rows or len(prompts), length or max(lengths)
+    ids = torch.zeros(rows, length, prompts[0][0].shape[-1], dtype=torch.long)
+    text = torch.zeros(rows, length, dtype=torch.bool)
+    for r, (i, _, m) in enumerate(prompts):
+        ids[r, : i.shape[1]], text[r, : m.shape[1]] = i[0], m[0]
+    last = torch.zeros(rows, dtype=torch.long)
+    last[: len(prompts)] = torch.tensor(lengths) - 1
+    return [ids, text, last, torch.arange(first, first + rows)]
 
 
 class Rows:
