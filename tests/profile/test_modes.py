@@ -45,7 +45,7 @@ def test_the_dry_run_measures_eager_and_compile_and_says_graphs_need_cuda(dry_ru
         assert [s.batch for s in m.steps] == [1, 4] and all(s.seconds.value > 0 for s in m.steps)
         assert [a.rows for a in m.audio_calls] == [1, 4] and all(a.seconds.value > 0 for a in m.audio_calls)
         assert {(p.rows, p.prompt_tokens) for p in m.prefill} == {(1, 16), (1, 64), (4, 64)}
-        assert all("eager in every mode" in p.seconds.how for p in m.prefill)
+        assert all("eager (the engine does not compile its prefill" in p.seconds.how for p in m.prefill)
     assert prof.modes["compile"].setup_seconds > 0 and prof.modes["eager"].setup_seconds is None
     # on a CPU the op runs on the CPU: the factor is 1 by definition, and says so
     assert prof.per_op_host.factor == 1.0 and "by definition" in prof.per_op_host.how
@@ -75,3 +75,23 @@ def test_modes_names_every_mode_or_a_list():
 def test_the_per_op_host_cost_is_one_on_a_cpu():
     op = per_op_host(torch.device("cpu"), ops=200, rounds=3)
     assert op.factor == 1.0 and op.device_op == op.cpu_op and 0 < op.cpu_op.value < 1e-3
+
+
+def test_cuda_graphs_measures_the_engines_graphed_prefill_at_each_point(tiny_pipe):
+    """Through the engine's own buckets (the padded call run eagerly on a CPU): each point's rows
+    and prompt tokens, timed, in the bucket it pads to."""
+    from ttsperf.engine.engine import Engine, EngineConfig
+    from ttsperf.profile.modes import graphed_prefill
+    from ttsperf.profile.schema import Measured, PrefillPoint
+
+    engine = Engine(tiny_pipe, EngineConfig(max_batch=8, graphs_without_capture=True))
+    eager = Measured(value=0.01, unit="s", how="eager", spread=0.0, n=3)
+    points = [
+        PrefillPoint(prompt_tokens=16, seconds=eager),
+        PrefillPoint(prompt_tokens=64, rows=3, seconds=eager),
+    ]
+    got = graphed_prefill(engine, points, 3, lambda _msg: None)
+    assert [(p.rows, p.prompt_tokens) for p in got] == [(1, 16), (3, 64)]
+    assert all(p.seconds.value > 0 and "prefill in cuda-graphs" in p.seconds.how for p in got)
+    prefill = engine.runner.graphed_prefill
+    assert sorted(prefill.graphs) == [(1, 32), (4, 64)] and prefill.eager_calls == 0

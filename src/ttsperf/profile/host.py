@@ -28,12 +28,14 @@ import torch
 
 from ttsperf import __version__
 from ttsperf.engine.audio import BatchedAudio, Window
-from ttsperf.engine.graphs import GraphedStep
+from ttsperf.engine.graphs import GraphedPrefill, GraphedStep
 from ttsperf.engine.runner import Admission, Runner
 from ttsperf.model.config import CHATTTS, SKELETON, ModelConfig
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import SamplingParams
+from ttsperf.model.step import pad_prompts
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer
+from ttsperf.model.transfer import to_device
 from ttsperf.model.weights import build_model
 from ttsperf.profile import kernels as K
 from ttsperf.profile.schema import (
@@ -217,9 +219,32 @@ def count_decode(r: Runner, b: int) -> Counts:
 
 
 def count_prefill(r: Runner, rows: int) -> Counts:
-    r.state.truncate(0)
-    n = kernels(lambda: r.prefill(admissions(rows)))
-    return Counts(n, 0, 0, n)  # not compiled, not captured (engine/decode_step.py, graphs.py)
+    """Eager: the whole call. Captured (GraphedPrefill): the region its graph holds — the prompts'
+    forward and code logits at the bucket's padded size — and what a replayed call still launches
+    around it (the inputs' copy into the static buffer, the rows' settings, their first sample).
+    Not compiled (the engine does not compile its prefill)."""
+    s, joining = r.state, admissions(rows)
+    s.truncate(0)
+    eager = kernels(lambda: r.prefill(joining))
+    s.truncate(0)
+    graphed = GraphedPrefill(
+        r.prefill_forward, max_rows=rows, max_prompt=MAX_PROMPT, max_batch=r.max_batch,
+        device=r.pipe.device, capture=False,
+    )  # fmt: skip
+    prompts = [r.pipe.prompt([a.text], a.prompt) for a in joining]
+    key = graphed.key(rows, max(ids.shape[1] for ids, _, _ in prompts), 0)
+    assert key is not None, "the profile's prompt fits a bucket"
+    inputs = to_device(r.pipe.device, *pad_prompts(prompts, 0, *key))
+    region = kernels(lambda: r.prefill_forward(*inputs))
+    outputs = r.prefill_forward(*inputs)
+    graphed.run = lambda *_inputs: outputs  # the replay: its nodes are the region's, counted above
+    r.graphed_prefill = graphed
+    try:
+        outside = kernels(lambda: r.prefill(joining))
+    finally:
+        r.graphed_prefill = None
+        s.truncate(0)
+    return Counts(eager, 0, region, outside)
 
 
 def count_audio(r: Runner, rows: int) -> Counts:
@@ -278,8 +303,9 @@ def time_compiled(
 EAGER_HOW = f"chattts on the meta device, aten ops per call (TorchDispatchMode): {K.EXCLUDED_HOW}"
 GRAPHS_HOW = (
     "graph_nodes: the eager kernels of the region the engine captures (decode: the whole step, "
-    "GraphedStep; audio: the Decoder+Vocos device call); kernels: what is still launched outside "
-    "it (padding rows' writes, index copy in, the device-to-host copy out)"
+    "GraphedStep; prefill: the prompts' forward and code logits, GraphedPrefill; audio: the "
+    "Decoder+Vocos device call); kernels: what is still launched outside it (padding rows' writes, "
+    "the inputs' copy in, the prefill's first sample, the device-to-host copy out)"
 )
 NO_CUDA = "host seconds need a CUDA device (a captured call's host work is its replay)"
 
@@ -310,18 +336,15 @@ def _cost(
 def point(part: str, size: int, eager, compiled, counts: Counts) -> HostPoint:
     seconds, context = eager
     modes = {"eager": _cost(seconds, counts.eager, EAGER_HOW)}
-    if part == "prefill":  # the engine compiles and captures neither
-        note = "prefill is neither compiled nor captured: it runs eagerly in every mode"
+    if part == "prefill":  # the engine does not compile it
+        note = "prefill is not compiled: it runs eagerly under --compile"
         modes["compile"] = _cost(seconds, counts.eager, EAGER_HOW, note)
-        modes["cuda_graphs"] = _cost(seconds, counts.eager, EAGER_HOW, note, nodes=0)
-    else:
-        if compiled is not None:
-            c_seconds, _, inductor = compiled
-            outside = counts.eager - counts.compiled_region
-            modes["compile"] = _cost(c_seconds, inductor + outside, compile_how())
-        modes["cuda_graphs"] = _cost(
-            None, counts.outside_graph, GRAPHS_HOW, NO_CUDA, nodes=counts.captured_region
-        )
+    elif compiled is not None:
+        c_seconds, _, inductor = compiled
+        outside = counts.eager - counts.compiled_region
+        modes["compile"] = _cost(c_seconds, inductor + outside, compile_how())
+    captured = counts.captured_region
+    modes["cuda_graphs"] = _cost(None, counts.outside_graph, GRAPHS_HOW, NO_CUDA, nodes=captured)
     return HostPoint(size=size, context=context, modes=modes)
 
 

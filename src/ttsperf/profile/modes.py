@@ -2,8 +2,9 @@
 
 Per mode, an engine built with serve's switches for it (eager; --compile; --cuda-graphs) and
 driven in this thread: its whole step per batch, and its Decoder+Vocos call per rows (compiled or
-graphed as the mode makes it). Prefill is eager in every mode (the engine never compiles or
-graphs it), so it is measured once and each mode carries the same points. Beside them, the host's
+graphed as the mode makes it). Prefill is eager under eager and --compile (the engine does not
+compile it), so it is measured once and those modes carry the same points; --cuda-graphs measures
+the engine's graphed prefill (GraphedPrefill) at the same rows and prompt tokens. Beside them, the host's
 seconds per eager op on the device against a CPU tensor: the factor plan scales the host
 profile's CPU ops by on a card (docs/PLANNING.md, "The host model").
 """
@@ -56,8 +57,31 @@ def measure_modes(
 
 
 def _eager_prefill(p: PrefillPoint) -> PrefillPoint:
-    how = f"eager in every mode (the engine never compiles or graphs its prefill): {p.seconds.how}"
+    how = f"eager (the engine does not compile its prefill; --cuda-graphs replays it): {p.seconds.how}"
     return p.model_copy(update={"seconds": p.seconds.model_copy(update={"how": how})})
+
+
+def graphed_prefill(engine, points: list[PrefillPoint], repeats: int, say: Progress) -> list[PrefillPoint]:
+    """The engine's prefill call under --cuda-graphs (GraphedPrefill: the inputs padded to their
+    (rows, prompt) bucket, one packed copy, one replay; eager past the largest bucket) at each
+    point's rows and prompt tokens, into the first slots: what serve's prefill costs in this mode."""
+    runner, device = engine.runner, engine.pipe.device
+    out = []
+    with engine._contexts():
+        for p in points:
+            say(f"cuda-graphs: the prefill of {p.rows} prompt(s) of {p.prompt_tokens} tokens")
+            ids = torch.zeros(1, p.prompt_tokens, runner.num_vq, dtype=torch.long)
+            prompts = [(ids, None, torch.ones(1, p.prompt_tokens, dtype=torch.bool))] * p.rows
+            n = max(3, repeats)
+            t, spread = median_time(lambda: runner.graphed_prefill(prompts, 0), device, n, 1)  # noqa: B023
+            how = (
+                f"the engine's prefill in cuda-graphs over {p.rows} prompt(s) of {p.prompt_tokens} tokens "
+                f"(forward and code logits, replayed from its bucket's graph; eager past the largest): "
+                f"median of {n} after 1 warm-up (it captures the graph), synchronised before each clock read"
+            )
+            seconds = Measured(value=t, unit="s", how=how, spread=spread, n=n)
+            out.append(PrefillPoint(prompt_tokens=p.prompt_tokens, rows=p.rows, seconds=seconds))
+    return out
 
 
 def measure_mode(
@@ -92,6 +116,8 @@ def measure_mode(
             value=statistics.median(times), unit="s", how=how, spread=q[2] - q[0], n=len(times)
         )
         steps.append(StepPoint(batch=b, context=max(1, context), seconds=seconds))
+    if engine.runner.graphed_prefill is not None:
+        prefill = graphed_prefill(engine, prefill, repeats, say)
     return ModeMeasurement(
         steps=steps, prefill=prefill, audio_calls=_audio_calls(engine, mode, batches, repeats, say),
         setup_seconds=setup,
