@@ -21,6 +21,9 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
      --cuda-graphs (GraphedAudio), at 1, 16, 64 and 256 rows: ms per call, first call (compile or
      capture) apart, largest difference from eager. CPU dry run: no compile (minutes of Inductor),
      the graphs' padding run eagerly in place of a capture.
+  9. the prefill eager and --cuda-graphs (GraphedPrefill), 1, 2, 4 and 8 rows: ms per call, the
+     first call (capture) apart, largest difference from eager, the same first codes; CPU dry run:
+     the graphs' padding run eagerly.
   7. streams held: closed loops of 16, 64, 128 and 256 streaming clients (5 s clips, bf16, CUDA
      graphs) for 20 s each: TTFA p50/p99 and audio s/s; the most streams at TTFA p99 <= 300 ms
 """
@@ -44,6 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 from ttsperf.engine.audio import BatchedAudio  # noqa: E402
 from ttsperf.engine.engine import Engine, EngineConfig  # noqa: E402
 from ttsperf.engine.graphs import GraphedAudio  # noqa: E402
+from ttsperf.engine.runner import Admission  # noqa: E402
 from ttsperf.engine.switches import Switches  # noqa: E402
 from ttsperf.engine.types import SynthRequest  # noqa: E402
 from ttsperf.model.config import get_config  # noqa: E402
@@ -347,6 +351,58 @@ def audio_modes(cfg, device, dtype: str, rows_list: list[int], quick: bool) -> l
     return out
 
 
+def prefill_modes(cfg, device, dtype: str, rows_list: list[int], quick: bool) -> list[dict]:
+    """9. the prefill (Runner.prefill: the joining rows' forward, code logits and first sample)
+    eager and --cuda-graphs (GraphedPrefill), rows joining an empty batch: ms per call (median),
+    the first call (its bucket's capture) apart, the largest difference of the rows' hidden states
+    from eager's and whether their first codes are eager's. CPU dry run: the padding run eagerly."""
+    pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
+    cuda = device.type == "cuda"
+    config = EngineConfig(max_batch=16, max_queue=16, graphs_without_capture=not cuda)
+    engines = {
+        "eager": Engine(pipe, config, Switches(dtype=dtype)),
+        "cuda_graphs" if cuda else "graphs padding (eager)": Engine(
+            pipe, config, Switches(dtype=dtype, cuda_graphs=cuda)
+        ),
+    }
+    out = []
+    for rows in rows_list:
+        joining = [
+            Admission(LONG_TEXT, "[speed_5]", SamplingParams(seed=i), i, 100, True) for i in range(rows)
+        ]
+        reference = None
+        for name, engine in engines.items():
+            r = engine.runner
+            with engine._contexts():
+                t0 = time.perf_counter()
+                r.prefill(joining)  # captures its bucket (graphs)
+                if cuda:
+                    torch.cuda.synchronize()
+                first = time.perf_counter() - t0
+                got = r.state.hidden[:rows, 0].float().cpu(), r.state.codes[:rows].cpu()
+                r.truncate(0)
+
+                def call(r=r, joining=joining):
+                    r.prefill(joining)
+                    r.truncate(0)
+
+                ms = 1e3 * timed(call, device, 3 if quick else 20)
+            reference = reference or got
+            diff = float((got[0] - reference[0]).abs().max())
+            same = bool(torch.equal(got[1], reference[1]))
+            out.append(
+                {
+                    "rows": rows,
+                    "mode": name,
+                    "ms": ms,
+                    "first_call_s": first,
+                    "max_diff": diff,
+                    "same_codes": same,
+                }
+            )
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda")
@@ -400,6 +456,13 @@ def main() -> int:
     for r in result["audio_modes"]:
         print(
             f"{r['rows']:>5}  {r['mode']:<24}{r['ms']:>9.2f}{r['first_call_s']:>9.1f}{r['max_diff']:>10.2e}"
+        )
+    result["prefill_modes"] = prefill_modes(cfg, device, dt, [1, 2, 4, 8], quick)
+    print(f"\n{'rows':>5}  {'prefill mode':<24}{'ms':>9}{'first s':>9}{'max diff':>10}{'codes':>7}")
+    for r in result["prefill_modes"]:
+        print(
+            f"{r['rows']:>5}  {r['mode']:<24}{r['ms']:>9.2f}{r['first_call_s']:>9.2f}{r['max_diff']:>10.2e}"
+            f"{'same' if r['same_codes'] else 'DIFF':>7}"
         )
     result["max_batch"] = max_batch(cfg, device, quick)
     print(f"\n{'dtype':<6}{'within':<24}{'ctx':>6}{'max batch':>10}{'limit':>8}{'peak GiB':>9}{'s':>6}")

@@ -34,7 +34,9 @@ def test_gpu_check_dry_run_covers_every_section(tmp_path):
         "max_batch",
         "streams_at_ttfa",
         "audio_modes",
+        "prefill_modes",
     } <= set(out)
     assert all(r["max_diff"] < 1e-4 for r in out["audio_modes"])  # graphs' padding changes no row
+    assert len(out["prefill_modes"]) == 8 and all(r["same_codes"] for r in out["prefill_modes"])
     (row,) = out["max_batch"]  # the dry run: fp32, one context, a 2 GiB budget, cap 64
     assert row["max_batch"] >= 1 and row["limit"] in ("budget", "cap") and row["probes"]
