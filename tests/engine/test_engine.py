@@ -1,4 +1,6 @@
-"""Continuous batching, isolation, streaming, cancellation, backpressure, deadlines, OOM, drain."""
+"""Continuous batching, isolation, streaming, cancellation, backpressure, deadlines, OOM, drain:
+each with a step's status read at once and one step ahead (`overlap`: on a GPU the host reads step
+N while step N+1 runs; on a CPU it is forced here, so the same bookkeeping runs)."""
 
 from __future__ import annotations
 
@@ -24,9 +26,14 @@ OTHERS = [
 ]
 
 
+@pytest.fixture(params=[False, True], ids=["at-once", "one-ahead"])
+def overlap(request) -> bool:
+    return request.param
+
+
 @pytest.fixture
-def engine(tiny_pipe):
-    eng = Engine(tiny_pipe, EngineConfig(max_batch=8)).start()
+def engine(tiny_pipe, overlap):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=8, overlap=overlap)).start()
     yield eng
     eng.stop(drain=False, timeout=10)
 
@@ -79,8 +86,10 @@ def test_short_request_joins_and_leaves_before_a_long_one(engine):
     assert short_result.queue_seconds < long_result.inference_seconds
 
 
-def test_streaming_chunks_decode_only_new_frames(tiny_pipe):
-    eng = Engine(tiny_pipe, EngineConfig(max_batch=2, first_chunk_steps=24, chunk_steps=24)).start()
+def test_streaming_chunks_decode_only_new_frames(tiny_pipe, overlap):
+    eng = Engine(
+        tiny_pipe, EngineConfig(max_batch=2, overlap=overlap, first_chunk_steps=24, chunk_steps=24)
+    ).start()
     seen: list[int] = []
     hook = tiny_pipe.model.decoder.register_forward_pre_hook(lambda m, args: seen.append(args[0].shape[-1]))
     try:
@@ -96,7 +105,10 @@ def test_streaming_chunks_decode_only_new_frames(tiny_pipe):
         eng.stop()
     assert isinstance(result, SynthResult) and result.chunks == len(chunks) >= 3
     whole, _ = (
-        Engine(tiny_pipe, EngineConfig(max_batch=1)).start().submit(SynthRequest(text, GREEDY)).collect(60)
+        Engine(tiny_pipe, EngineConfig(max_batch=1, overlap=overlap))
+        .start()
+        .submit(SynthRequest(text, GREEDY))
+        .collect(60)
     )
     audio = np.concatenate(chunks)
     assert len(audio) == len(whole)
@@ -131,8 +143,8 @@ def test_queue_full_then_text_too_long(tiny_pipe):
     assert long.value.limit == 40 and long.value.tokens > 40
 
 
-def test_deadline_answers_timeout(tiny_pipe):
-    eng = Engine(tiny_pipe, EngineConfig(max_batch=1)).start()
+def test_deadline_answers_timeout(tiny_pipe, overlap):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=1, overlap=overlap)).start()
     try:
         _, final = eng.submit(SynthRequest(TEXT * 30, GREEDY, timeout=0.05)).collect(timeout=30)
     finally:
@@ -140,9 +152,9 @@ def test_deadline_answers_timeout(tiny_pipe):
     assert isinstance(final, SynthError) and final.kind == "timeout"
 
 
-def test_out_of_memory_shrinks_the_batch_and_loses_nothing(tiny_pipe):
+def test_out_of_memory_shrinks_the_batch_and_loses_nothing(tiny_pipe, overlap):
     # prefill_wait 0: a request that missed the first turn joins at the next, so rows run at step 5
-    config = EngineConfig(max_batch=4, inject_oom_at_steps=frozenset({5}), prefill_wait=0.0)
+    config = EngineConfig(max_batch=4, overlap=overlap, inject_oom_at_steps=frozenset({5}), prefill_wait=0.0)
     eng = Engine(tiny_pipe, config).start()
     try:
         alone = [tiny_pipe.generate([t], GREEDY)[0].steps for t in OTHERS]
@@ -155,8 +167,8 @@ def test_out_of_memory_shrinks_the_batch_and_loses_nothing(tiny_pipe):
     assert eng.stats.ooms == 1 and eng.effective_max_batch < 4
 
 
-def test_drain_answers_everything_then_refuses(tiny_pipe):
-    eng = Engine(tiny_pipe, EngineConfig(max_batch=2)).start()
+def test_drain_answers_everything_then_refuses(tiny_pipe, overlap):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=overlap)).start()
     handles = [eng.submit(SynthRequest(t)) for t in OTHERS * 2]
     eng.stop(drain=True, timeout=60)
     assert all(isinstance(h.collect(timeout=1)[1], SynthResult) for h in handles)
@@ -164,8 +176,8 @@ def test_drain_answers_everything_then_refuses(tiny_pipe):
         eng.submit(SynthRequest(TEXT))
 
 
-def test_stop_without_drain_answers_shutdown(tiny_pipe):
-    eng = Engine(tiny_pipe, EngineConfig(max_batch=1))
+def test_stop_without_drain_answers_shutdown(tiny_pipe, overlap):
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=1, overlap=overlap))
     handles = [eng.submit(SynthRequest(t)) for t in OTHERS]
     eng.start().stop(drain=False, timeout=30)
     kinds = [h.collect(timeout=5)[1] for h in handles]
@@ -181,12 +193,12 @@ def test_switches_report_what_applies_on_cpu(tiny_pipe):
     assert report["inference_mode"]["applied"] is True
 
 
-def test_int8_quantised_engine_runs():
+def test_int8_quantised_engine_runs(overlap):
     from ttsperf.model.config import TINY
     from ttsperf.model.pipeline import Pipeline
 
     pipe = Pipeline.synthetic_model(TINY, seed=0)
-    eng = Engine(pipe, EngineConfig(max_batch=2), Switches(int8=True)).start()
+    eng = Engine(pipe, EngineConfig(max_batch=2, overlap=overlap), Switches(int8=True)).start()
     try:
         samples, final = eng.submit(SynthRequest(TEXT, GREEDY)).collect(timeout=60)
     finally:
@@ -197,9 +209,9 @@ def test_int8_quantised_engine_runs():
     assert type(weight).__name__ == "Int8Tensor" and weight.qdata.dtype == torch.int8
 
 
-def test_a_request_being_prefilled_counts_as_pending(tiny_pipe, monkeypatch):
+def test_a_request_being_prefilled_counts_as_pending(tiny_pipe, monkeypatch, overlap):
     """stop(drain=True) must wait for a request taken off the queue but not yet a batch row."""
-    eng = Engine(tiny_pipe, EngineConfig(max_batch=2))
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=overlap))
     seen = []
     original = eng._prefill
 

@@ -57,6 +57,10 @@ class EngineConfig:
     memory_share: float = 1.0
     retry_after: float = 1.0
     inject_oom_at_steps: frozenset[int] = field(default_factory=frozenset)  # fault injection (tests)
+    # read step N's status while step N+1 runs (one step ahead). None: where the device runs
+    # asynchronously (CUDA); on a CPU a launched step is done, and reading it a step later only
+    # delays events. True/False: tests and benchmarks compare the two; never a serve flag
+    overlap: bool | None = None
     # the CUDA-graph path without capturing (each bucket's padded step runs eagerly): its buckets
     # and warm-up checked on a CPU (tests); never a serve flag
     graphs_without_capture: bool = False

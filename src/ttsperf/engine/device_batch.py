@@ -5,13 +5,17 @@ whole slices, with no Python loop over rows; rows join by writing their slot and
 the last rows into the freed slots (one indexed copy per tensor for all the moves of a step).
 
 The runner keeps a host mirror of what it needs per row (`HostMirror`), refreshed from one
-device-to-host copy per step. What the scheduler keeps per row (deadlines, emit schedule, limits)
-is its own (scheduler_rows.py), moved with the same moves. The tensors and the step's update of them
+device-to-host copy per step. That copy is queued behind the step (`send`) and read later
+(`receive`), waiting for that step alone: the engine reads a step's status while the next one runs
+(issue 33 item 3). Rows that join or leave in between are tracked in the status's slot map. What
+the scheduler keeps per row (deadlines, emit schedule, limits) is its own (scheduler_rows.py),
+moved with the same moves. The tensors and the step's update of them
 (`Rows`, `Rows.accept`) are model/step.py's, which the pipeline runs too.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, fields
 
@@ -49,15 +53,33 @@ class HostMirror:
         return [getattr(self, f.name) for f in fields(self)]
 
 
+@dataclass
+class Status:
+    """One step's (steps done, EOS) per row, copied to the host without waiting: `slots[i]` is
+    where slot i's entry is in `buffer` (-1: the row joined after the step was sent)."""
+
+    buffer: torch.Tensor  # pinned on CUDA: the copy is queued, not waited for
+    slots: np.ndarray
+    done: torch.cuda.Event | None  # recorded after the copy (CUDA)
+    before: torch.cuda.Event | None  # recorded before the step: every earlier change of the rows
+
+
 class BatchState(Rows):
     def __init__(self, *args, **kwargs):  # Rows' own
         super().__init__(*args, **kwargs)
-        max_batch, device = self.codes.shape[0], self.device
+        max_batch = self.codes.shape[0]
         self.size = 0
         self.host = HostMirror.empty(max_batch)
         self._host_columns = self.host.columns()
-        pin = device.type == "cuda"
-        self._status = torch.zeros(max_batch, dtype=torch.long, pin_memory=pin)
+        self.sent: deque[Status] = deque()  # statuses on their way, oldest first (at most two)
+        self._buffers: list[torch.Tensor] = []  # free status buffers
+
+    def _event(self) -> torch.cuda.Event | None:
+        if self.device.type != "cuda":
+            return None
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self.device))
+        return event
 
     def add(
         self,
@@ -74,23 +96,51 @@ class BatchState(Rows):
         self.put(sl, positions, limits, forced, keys, params)
         h = self.host
         h.steps[sl], h.done[sl], h.positions[sl], h.kept[sl] = 0, False, positions, kept
+        for status in self.sent:  # sent before these rows were: it says nothing of them
+            status.slots = np.concatenate([status.slots, np.full(n, -1)])
         self.size += n
         return sl
 
+    def before_step(self) -> torch.cuda.Event | None:
+        """Mark the stream before a step: what reads the rows on another stream waits for this."""
+        return self._event()
+
+    def send(self, before: torch.cuda.Event | None = None) -> None:
+        """Queue the copy of the live rows' (steps done, EOS) to the host, behind the step just
+        launched; nothing waits. `before`: before_step's mark of that step."""
+        b = self.size
+        buffer = self._buffers.pop() if self._buffers else self._new_buffer()
+        buffer[:b].copy_(self.steps[:b] * 2 + self.done[:b], non_blocking=True)
+        self.sent.append(Status(buffer, np.arange(b), self._event(), before))
+
+    def _new_buffer(self) -> torch.Tensor:
+        return torch.zeros(self.codes.shape[0], dtype=torch.long, pin_memory=self.device.type == "cuda")
+
+    def receive(self) -> int:
+        """The oldest sent status into the host mirror, waiting for its step alone (not for a step
+        sent after it). -> the codes taken since the last one (a joining row's first, from its
+        prefill, included)."""
+        status = self.sent.popleft()
+        if status.done is not None:
+            status.done.synchronize()
+        h, rows = self.host, np.flatnonzero(status.slots >= 0)
+        host = status.buffer.numpy()[status.slots[rows]]
+        self._buffers.append(status.buffer)
+        before = int(h.steps[rows].sum())
+        h.steps[rows] = host >> 1
+        h.done[rows] = (host & 1).astype(bool)
+        return int(h.steps[rows].sum()) - before
+
     def sync(self) -> int:
-        """The step's one device-to-host copy: steps done and EOS flags of the live rows.
-        -> the codes taken since the last sync (a joining row's first, from its prefill, included)."""
-        b, h = self.size, self.host
-        packed = self.steps[:b] * 2 + self.done[:b]
-        status = self._status[:b]
-        status.copy_(packed, non_blocking=True)
-        if self.device.type == "cuda":
-            torch.cuda.current_stream(self.device).synchronize()
-        before = int(h.steps[:b].sum())
-        host = status.numpy()
-        h.steps[:b] = host >> 1
-        h.done[:b] = (host & 1).astype(bool)
-        return int(h.steps[:b].sum()) - before
+        """One step's status now: send, then receive (nothing else in flight)."""
+        self.send()
+        return self.receive()
+
+    def settled(self) -> torch.cuda.Event | None:
+        """A mark after every change of the rows the host has seen (the received status's step,
+        the moves and joins since) and before any step still in flight: what reads the rows on
+        another stream (the audio call) waits for it, not for the running step."""
+        return self.sent[0].before if self.sent else self._event()
 
     def compact(self, leaving: np.ndarray, also: AlsoMove | None = None) -> list[tuple[int, int]]:
         """Drop the rows in `leaving` (slot indices); move the last staying rows into the holes;
@@ -114,9 +164,17 @@ class BatchState(Rows):
                 column[holes] = column[movers]
             if also is not None:
                 also(src, dst, holes)
+        for status in self.sent:  # a status in flight still has the rows where they were
+            status.slots[holes] = status.slots[movers]
         self.size = new_size
+        self._forget(new_size)
         return moves
 
     def truncate(self, size: int) -> None:
         """Keep rows 0..size-1 (out of memory: the newest rows go back to the queue)."""
         self.size = size
+        self._forget(size)
+
+    def _forget(self, size: int) -> None:
+        for status in self.sent:
+            status.slots = status.slots[:size]

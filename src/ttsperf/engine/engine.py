@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
 
@@ -85,7 +86,11 @@ class Engine:
         self.emission = Emission(
             self.runner, self.table, self.replies, self.stats, c.chunk_steps, pipe.cfg.sample_rate
         )
-        self._run_step = inject_oom(self.runner.step, c.inject_oom_at_steps)  # the runner's own when off
+        self._launch_step = inject_oom(self.runner.launch, c.inject_oom_at_steps)  # the runner's own when off
+        self._launches: deque[tuple[int, float]] = deque()  # (batch, launch seconds) not yet read
+        # on a GPU the host reads step N while step N+1 runs; on a CPU a step is done when its
+        # launch returns, so reading it a step later would only delay every event by a step
+        self.overlap = c.overlap if c.overlap is not None else pipe.device.type == "cuda"
         # called by the worker after each turn and once it stops: the core process sends the
         # turn's events then, in one message (engine/core.py)
         self.after_turn: Callable[[], None] = lambda: None
@@ -174,6 +179,7 @@ class Engine:
                 "cuda_graphs": sorted(graphed.graphs) if graphed else [],
                 "eager_fallback_steps": graphed.eager_steps if graphed else 0,
             },
+            "overlap": self.overlap,  # step N's status read while step N+1 runs
             "prefill_graphs": sorted(prefill.graphs) if prefill else [],  # (rows, prompt tokens)
             "eager_prefill_calls": prefill.eager_calls if prefill else 0,
             "audio_graphs": sorted(k[1:] for k in audio.graphs) if audio else [],
@@ -195,9 +201,14 @@ class Engine:
         return stack
 
     def _turn(self) -> None:
-        self._admit()
+        """Launch step N, then the host's work while it runs: step N-1's events (audio out, rows
+        leave) and the joiners for step N+1. On a GPU the device always has the next step queued
+        while the host works (issue 33 item 3; `overlap` off: launch and read step N at once)."""
         if self.table.size:
             self._step()
+        elif self.runner.launched:  # every row left: nothing in flight is read
+            self._events()
+        self._admit()
 
     def _admit(self) -> None:
         """Prefill, in one forward, every waiting request that fits (queue.take); answer those
@@ -245,13 +256,26 @@ class Engine:
         b = self.table.size
         t0 = time.perf_counter()
         try:
-            out = self._run_step()
+            self._launch_step()
         except Exception as exc:
             if not oom.is_oom(exc):
                 raise
+            while self.runner.launched:  # what ran before the failed step is answered first
+                self._events()
             self._shrink(oom.after_step(self.table))
             return
-        self.stats.observe_step(b, time.perf_counter() - t0)
+        self._launches.append((b, time.perf_counter() - t0))
+        if not self.overlap or self.runner.launched > 1:
+            self._events()  # with overlap step N-1's, while step N runs
+
+    def _events(self) -> None:
+        """The oldest launched step's status: answer and hand out what it says, rows leave. The
+        step's seconds: its launch and this wait for it (on a GPU the wait is what the host's work
+        since the launch did not cover)."""
+        batch, launch_seconds = self._launches.popleft()
+        t0 = time.perf_counter()
+        out = self.runner.collect()
+        self.stats.observe_step(batch, launch_seconds + time.perf_counter() - t0)
         self.stats.decode_steps += out.taken
         leaving = self.emission.after(out, self.queue.cancelled)
         if leaving:

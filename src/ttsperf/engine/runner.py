@@ -6,7 +6,9 @@ The scheduler (engine.py) decides who runs; the runner runs them and answers wit
 number of device calls whatever the batch: at most one prefill forward for every row that joins
 (right-padded prompts), one decode forward for every running row, one sampling pass, one state
 update, one device-to-host copy of (steps done, EOS) per row, and one Decoder+Vocos call per
-window-length bucket for the rows that emit audio.
+window-length bucket for the rows that emit audio. `launch` queues a step and `collect` reads the
+oldest launched step's status, so the scheduler can read step N while step N+1 runs; the audio
+call runs on a stream of its own (CUDA).
 """
 
 from __future__ import annotations
@@ -109,6 +111,8 @@ class Runner:
         self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
         self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device)
         self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile)
+        # the audio call's own stream (CUDA): it runs beside the next decode step (emit)
+        self.audio_stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
         self.graphed: GraphedStep | None = None
         self.graphed_prefill: GraphedPrefill | None = None
         self.graphed_audio: GraphedAudio | None = None
@@ -188,15 +192,34 @@ class Runner:
     # ------------------------------------------------------------------ the step
 
     def step(self) -> StepOutput:
-        """One decode step for every row (graphed where captured), then the one copy to the host."""
+        """One decode step for every row (graphed where captured), then its status on the host."""
+        self.launch()
+        return self.collect()
+
+    def launch(self) -> None:
+        """Queue one decode step for every row (graphed where captured) and the copy of its status
+        to the host, with no host read: on a GPU the call returns while the step runs."""
         s, h = self.state, self.state.host
         b = s.size
         length = int(h.positions[:b].max()) + 1  # from the host's mirror: no device sync
         top = self._top(slice(0, b))
+        before = s.before_step()
         (self.graphed or self.run_step)(b, length, top)
         h.positions[:b] += 1
-        taken = s.sync()
-        return StepOutput(h.steps[:b], h.done[:b], taken)
+        s.send(before)
+
+    def collect(self) -> StepOutput:
+        """The oldest launched step's status, waiting for that step alone (a step launched after
+        it goes on running) -> what it tells the scheduler about every live row. A row that joined
+        after that step shows no steps yet."""
+        s, h = self.state, self.state.host
+        taken = s.receive()
+        return StepOutput(h.steps[: s.size], h.done[: s.size], taken)
+
+    @property
+    def launched(self) -> int:
+        """Steps launched whose status is not collected yet."""
+        return len(self.state.sent)
 
     def run_step(self, b: int, length: int, top: int) -> None:
         """The whole step on the device, no host read: decode, sample, update the batch state."""
@@ -212,7 +235,18 @@ class Runner:
         return self.audio.window(slot, steps, emitted, final)
 
     def emit(self, windows: list[Window]) -> list[np.ndarray]:
-        return self.audio.decode(self.state.hidden, windows) if windows else []
+        """Decode the windows' audio. On CUDA on a stream of its own that waits for the rows as the
+        host last saw them, not for a step still running (decode steps and the audio call overlap
+        on the device); the copy back waits for the audio's stream alone."""
+        if not windows:
+            return []
+        if self.audio_stream is None:
+            return self.audio.decode(self.state.hidden, windows)
+        settled = self.state.settled()
+        if settled is not None:
+            self.audio_stream.wait_event(settled)
+        with torch.cuda.stream(self.audio_stream):
+            return self.audio.decode(self.state.hidden, windows)
 
     def remove(self, leaving: list[int]) -> list[tuple[int, int]]:
         """Drop rows, keeping slots 0..B-1 dense -> the (src, dst) moves made. No host read: the
