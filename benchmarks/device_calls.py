@@ -15,12 +15,18 @@ is) with max batch 16, and runs its own calls under a TorchDispatchMode:
   model/transfer.py's packed copy or a buffer it packed), and `torch.tensor`/`torch.as_tensor`
   straight onto the device. From pageable memory CUDA synchronizes the stream before the copy,
   `non_blocking=True` or not;
-- **host reads**: a device-to-host copy or a scalar read (on meta it raises: counted once, where
-  the call stops; every part but the decode step runs to its end without one).
+- **host reads**: where the host waits for the device: a blocking device-to-host copy or a scalar
+  read (on meta it raises: counted once, where the call stops), or the read of a status queued
+  earlier into host memory (BatchState.receive, where a tree has it);
+- **on the critical path** (`critical`): host reads with no device work queued behind what they
+  wait for, so the device idles from then until the host launches again. A blocking read always
+  is; a queued status read after the next step was launched is not (issue 33 item 3).
 Parts: `prefill n` (Runner.prefill of n rows into an empty batch; per request = / n), `step 8`
-(Runner.step at batch 8: the one read is the step's own status copy), `leave 2 of 8`
-(Runner.remove of slots 0 and 3 at batch 8). The base is counted eagerly (it has no graphed
-prefill; its decode graphs are counted as in this tree only where it has `graphs_without_capture`).
+(Runner.step at batch 8: launch and read its own status at once), `step 8 ahead` (where a tree
+has Runner.launch: the engine's turn one step ahead on a GPU, launch step N+1 then read step N's
+status), `leave 2 of 8` (Runner.remove of slots 0 and 3 at batch 8). The base is counted eagerly
+(it has no graphed prefill; its decode graphs are counted as in this tree only where it has
+`graphs_without_capture`).
 """
 
 from __future__ import annotations
@@ -57,23 +63,45 @@ def measure(graphs: bool) -> dict[str, dict]:
     class Count(TorchDispatchMode):
         def __init__(self):
             super().__init__()
-            self.launches = self.nodes = self.blocking = self.reads = 0
+            self.launches = self.nodes = self.blocking = self.reads = self.critical = 0
             self.in_graph = self.packed = 0
+            self.clock = 0  # device calls queued so far (launches and graph nodes), never reset
+            self.queued: list[int] = []  # the clock at each status copy queued, oldest first
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
             flat = [*args, *kwargs.values()]
+            name = func.overloadpacket.__name__
+            if (
+                name == "copy_"
+                and self._device_to_host(args)
+                and (args[2:] or [kwargs.get("non_blocking")])[0]
+            ):
+                self.launches += 1  # a status copy queued into host memory: its read comes later
+                self.clock += 1
+                self.queued.append(self.clock)
+                return args[0]
             out = func(*args, **kwargs)
             outs = out if isinstance(out, (tuple, list)) else [out]
-            name = func.overloadpacket.__name__
             if name == "copy_" and self._host_to_device(args):
                 self.host_copy(args[1])
             if launches_kernel(func) and (any(map(on_device, flat)) or any(map(on_device, outs))):
+                self.clock += 1
                 if self.in_graph:
                     self.nodes += 1
                 else:
                     self.launches += 1
             return out
+
+        @staticmethod
+        def _device_to_host(args) -> bool:
+            return isinstance(args[0], torch.Tensor) and args[0].device.type == "cpu" and on_device(args[1])
+
+        def read_queued(self) -> None:
+            """The host waits for the oldest queued status: on the critical path if nothing was
+            queued behind it."""
+            self.reads += 1
+            self.critical += self.clock == self.queued.pop(0)
 
         @staticmethod
         def _host_to_device(args) -> bool:
@@ -84,6 +112,7 @@ def measure(graphs: bool) -> dict[str, dict]:
             a stream sync; to_device's copies are one, pinned (on CUDA)."""
             if self.packed:
                 return
+            self.clock += 1
             if not self.in_graph:
                 self.launches += 1
             if id(src) not in pinned:
@@ -96,6 +125,7 @@ def measure(graphs: bool) -> dict[str, dict]:
 
         def replay(*a, **kw):
             count.launches += 1
+            count.clock += 1
             count.in_graph += 1
             try:
                 return fn(*a, **kw)
@@ -125,6 +155,7 @@ def measure(graphs: bool) -> dict[str, dict]:
     def packed_to_device(device, *tensors):  # one pinned, packed copy on CUDA; a copy each on meta
         if any(t.device.type == "cpu" for t in tensors) and not count.in_graph:
             count.launches += 1
+            count.clock += 1
         count.packed += 1
         try:
             return real_to_device(device, *tensors)
@@ -180,17 +211,39 @@ def measure(graphs: bool) -> dict[str, dict]:
             runner_module.Admission(TEXT, "[speed_5]", SamplingParams(seed=i), i, 160, True) for i in range(n)
         ]
 
+    fields = ("launches", "nodes", "blocking", "reads", "critical")
+
     def counted(fn) -> dict:
-        for field in ("launches", "nodes", "blocking", "reads"):
+        for field in fields:
             setattr(count, field, 0)
         try:
             with torch.inference_mode(), count:
                 fn()
-        except (RuntimeError, NotImplementedError) as exc:  # a host read of a meta tensor
+        except (RuntimeError, NotImplementedError) as exc:  # a blocking host read of a meta tensor
             if "meta" not in str(exc).lower() and "data" not in str(exc).lower():
                 raise
             count.reads += 1
-        return {f: getattr(count, f) for f in ("launches", "nodes", "blocking", "reads")}
+            count.critical += 1  # the host waits for all it queued: nothing is queued behind it
+        return {f: getattr(count, f) for f in fields}
+
+    state_class = type(r.state)
+    if hasattr(state_class, "receive"):  # a tree that reads a queued status later
+        real_receive = state_class.receive
+
+        def receive(self):
+            count.read_queued()
+            return real_receive(self)
+
+        state_class.receive = receive
+    else:  # an earlier tree: its sync queues the status copy, then waits for the stream at once
+        real_sync = state_class.sync
+
+        def sync(self):
+            taken = real_sync(self)
+            count.read_queued()
+            return taken
+
+        state_class.sync = sync
 
     out = {}
     with torch.inference_mode():
@@ -203,7 +256,14 @@ def measure(graphs: bool) -> dict[str, dict]:
     with torch.inference_mode():
         r.prefill(admissions(8))
     out["step 8"] = counted(r.step)
-    r.state.host.positions[:8] += 1  # as the step would have, had its read returned
+    if not hasattr(r, "launch"):
+        r.state.host.positions[:8] += 1  # as the step would have, had its read returned
+    else:  # step N in flight (uncounted), then the turn: launch step N+1, read step N's status
+        with torch.inference_mode(), count:
+            r.launch()
+        out["step 8 ahead"] = counted(lambda: (r.launch(), r.collect()))
+        with torch.inference_mode(), count:
+            r.collect()
     out["leave 2 of 8"] = counted(lambda: r.remove([0, 3]))
     return out
 
@@ -235,14 +295,14 @@ def main() -> None:
             for part, c in got.items():
                 rows.append((name, "graphs" if graphs else "eager", part, c))
     print("chattts on the meta device, max batch 16; per request = per call / rows")
-    print(f"{'tree':<16}{'mode':<8}{'part':<14}{'launches':>9}{'per req':>8}", end="")
-    print(f"{'nodes':>7}{'blocking':>9}{'reads':>6}")
+    print(f"{'tree':<13}{'mode':<7}{'part':<13}{'launches':>9}{'per req':>8}", end="")
+    print(f"{'nodes':>6}{'blocking':>9}{'reads':>6}{'critical':>9}")
     for name, mode, part, c in rows:
         n = int(part.split()[1]) if part.startswith("prefill") else None
         per = f"{c['launches'] / n:.0f}" if n else "-"
         print(
-            f"{name:<16}{mode:<8}{part:<14}{c['launches']:>9}{per:>8}{c['nodes']:>7}"
-            f"{c['blocking']:>9}{c['reads']:>6}"
+            f"{name[:12]:<13}{mode:<7}{part:<13}{c['launches']:>9}{per:>8}{c['nodes']:>6}"
+            f"{c['blocking']:>9}{c['reads']:>6}{c.get('critical', '-'):>9}"
         )
     print("command: .venv/bin/python benchmarks/device_calls.py " + " ".join(sys.argv[1:]))
 

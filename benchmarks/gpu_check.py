@@ -11,8 +11,10 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
   4. the engine end to end: 16 concurrent synthetic requests, audio seconds per second
   5. the engine's whole step (decode + sampling + state update + its one host read) eager,
      --compile, --cuda-graphs and both, at batch 1, 16, 64 and 256 (bf16): step ms, row-steps per
-     second and host reads per step (scalar reads and device-to-host copies, counted). On a CPU
-     dry run there are no CUDA-graph rows and compile runs on the CPU.
+     second and blocking host reads per step (scalar reads and device-to-host copies not queued
+     into pinned memory, counted); --cuda-graphs also with each step's status read at once. On a
+     CPU dry run there are no CUDA-graph rows, compile runs on the CPU and "eager one ahead"
+     forces the card's one-step-ahead path.
   6. the largest batch that fits (`profile --max-batch-search`'s OOM-safe bisection), fp32 and
      fp16, at 439 tokens (the guide's 8 s clip + a 64-token prompt) and 2048; and in fp16 at 439
      within the allocator budgets of a 10 GB RTX 3080 and a 40 GB A100 (card less ~0.8 GiB of CUDA
@@ -24,6 +26,9 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
   9. the prefill eager and --cuda-graphs (GraphedPrefill), 1, 2, 4 and 8 rows: ms per call, the
      first call (capture) apart, largest difference from eager, the same first codes; CPU dry run:
      the graphs' padding run eagerly.
+  10. one step ahead: a request alone, streamed, with the step's status read at once and one step
+     ahead (CUDA graphs on a card): the same audio to the byte (section 5 times both; its
+     "cuda_graphs at once" row is the read-at-once step)
   7. streams held: closed loops of 16, 64, 128 and 256 streaming clients (5 s clips, bf16, CUDA
      graphs) for 20 s each: TTFA p50/p99 and audio s/s; the most streams at TTFA p99 <= 300 ms
 """
@@ -178,7 +183,9 @@ class DeviceReads(TorchDispatchMode):
         if func in self.SCALAR:
             self.count += 1
         elif func is aten.copy_.default and args[0].device.type == "cpu" and args[1].device.type != "cpu":
-            self.count += 1
+            # not a copy queued into pinned memory (the step's status, read a step later)
+            queued = (args[2] if len(args) > 2 else kwargs.get("non_blocking", False)) and args[0].is_pinned()
+            self.count += not queued
         elif func is aten._to_copy.default and args[0].device.type != "cpu":
             self.count += torch.device(kwargs.get("device") or args[0].device).type == "cpu"
         return func(*args, **kwargs)
@@ -192,18 +199,27 @@ def engine_steps(cfg, device, dtype: str, batches: list[int], quick: bool) -> li
     eager, --compile, --cuda-graphs and both; one engine per variant, rows admitted per batch and
     cancelled after. Host reads per step counted on 5 steps of each batch."""
     pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
-    variants = {"eager": {}, "compile": {"compile": True}}
+    # (switches, overlap): on CUDA the engine reads step N while step N+1 runs (None: its
+    # default); "at once" reads each step before launching the next, as before issue 33 item 3
+    variants: dict[str, tuple[dict, bool | None]] = {
+        "eager": ({}, None),
+        "compile": ({"compile": True}, None),
+    }
     if device.type == "cuda":
         variants |= {
-            "cuda_graphs": {"cuda_graphs": True},
-            "compile+cuda_graphs": {"compile": True, "cuda_graphs": True},
+            "cuda_graphs": ({"cuda_graphs": True}, None),
+            "cuda_graphs at once": ({"cuda_graphs": True}, False),
+            "compile+cuda_graphs": ({"compile": True, "cuda_graphs": True}, None),
         }
+    else:  # the dry run: one step ahead forced, the path a card takes
+        variants |= {"eager one ahead": ({}, True)}
     warm, measured = (2, 3) if quick else (5, 20)
     rows = []
-    for name, switches in variants.items():
+    for name, (switches, overlap) in variants.items():
         config = EngineConfig(
-            max_batch=max(batches), max_queue=max(batches), max_prompt_tokens=160, max_new_tokens=1024
-        )
+            max_batch=max(batches), max_queue=max(batches), max_prompt_tokens=160, max_new_tokens=1024,
+            overlap=overlap,
+        )  # fmt: skip
         engine = Engine(pipe, config, Switches(dtype=dtype, **switches))
         with engine._contexts():
             if engine.decode_step.compiled:
@@ -232,13 +248,34 @@ def engine_steps(cfg, device, dtype: str, batches: list[int], quick: bool) -> li
                     "dtype": dtype, "batch": batch, "variant": name, "step_ms": ms,
                     "row_steps_per_s": batch * 1000 / ms, "host_reads_per_step": reads.count / 5,
                     "applied": {k: engine.switch_report[k]["applied"] for k in switches},
-                    "compile_s": engine.decode_step.compile_seconds,
+                    "compile_s": engine.decode_step.compile_seconds, "overlap": engine.overlap,
                     "graphs": len(engine.runner.graphed.graphs) if engine.runner.graphed else 0,
                 })  # fmt: skip
         del engine
         if device.type == "cuda":
             torch.cuda.empty_cache()
     return rows
+
+
+def one_ahead_same_audio(cfg, device, dtype: str) -> dict:
+    """A request alone, streamed, its status read at once and one step ahead: the same bytes."""
+    pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
+    switches = Switches(dtype=dtype, cuda_graphs=device.type == "cuda")
+    got = {}
+    for overlap in (False, True):
+        config = EngineConfig(max_batch=4, max_prompt_tokens=160, max_new_tokens=512, overlap=overlap)
+        engine = Engine(pipe, config, switches).start()
+        try:
+            request = SynthRequest(LONG_TEXT[:40], SamplingParams(seed=7), stream=True)
+            handle, chunks = engine.submit(request), []
+            event = handle.next_event_blocking(timeout=300)
+            while hasattr(event, "samples"):
+                chunks.append(event.samples.tobytes())
+                event = handle.next_event_blocking(timeout=300)
+            got[overlap] = (chunks, getattr(event, "steps", None))
+        finally:
+            engine.stop(drain=False, timeout=60)
+    return {"chunks": len(got[True][0]), "steps": got[True][1], "same_bytes": got[False] == got[True]}
 
 
 def _stream_client(engine, text: str, seed: int, stop: float, ttfa: list, audio: list) -> None:
@@ -464,6 +501,8 @@ def main() -> int:
             f"{r['rows']:>5}  {r['mode']:<24}{r['ms']:>9.2f}{r['first_call_s']:>9.2f}{r['max_diff']:>10.2e}"
             f"{'same' if r['same_codes'] else 'DIFF':>7}"
         )
+    result["one_ahead"] = one_ahead_same_audio(cfg, device, dt)
+    print("\none step ahead vs read at once, a request alone:", json.dumps(result["one_ahead"]))
     result["max_batch"] = max_batch(cfg, device, quick)
     print(f"\n{'dtype':<6}{'within':<24}{'ctx':>6}{'max batch':>10}{'limit':>8}{'peak GiB':>9}{'s':>6}")
     for r in result["max_batch"]:

@@ -35,7 +35,11 @@ def test_gpu_check_dry_run_covers_every_section(tmp_path):
         "streams_at_ttfa",
         "audio_modes",
         "prefill_modes",
+        "one_ahead",
     } <= set(out)
+    assert out["one_ahead"]["same_bytes"] and out["one_ahead"]["chunks"] >= 2
+    ahead = [r for r in out["engine_steps"] if r["variant"] == "eager one ahead"]
+    assert ahead and all(r["overlap"] for r in ahead)
     assert all(r["max_diff"] < 1e-4 for r in out["audio_modes"])  # graphs' padding changes no row
     assert len(out["prefill_modes"]) == 8 and all(r["same_codes"] for r in out["prefill_modes"])
     (row,) = out["max_batch"]  # the dry run: fp32, one context, a 2 GiB budget, cap 64

@@ -37,7 +37,7 @@ def test_a_status_read_later_lands_on_the_rows_where_they_are_now():
     state.add(
         [7] * n, [20] * n, [True] * n, seed_key(torch.arange(n)), RowParams.of([SamplingParams()], 626), [30]
     )
-    assert state.receive() == 4 + 2 + 5  # codes taken by the three rows the status knows
+    assert state.receive() == (4 + 2 + 5, None)  # codes taken by the three rows the status knows
     assert state.host.steps[:4].tolist() == [4, 2, 5, 0]  # the row that joined after: nothing yet
     assert state.host.done[:4].tolist() == [False, False, True, False]
     assert not state.sent
@@ -50,8 +50,8 @@ def test_statuses_are_read_oldest_first_and_a_truncation_forgets_the_rows_gone()
     state.steps[:3] = 2
     state.send()
     state.truncate(2)
-    assert state.receive() == 2 and state.host.steps[:3].tolist() == [1, 1, 0]
-    assert state.receive() == 2 and state.host.steps[:3].tolist() == [2, 2, 0]
+    assert state.receive() == (2, None) and state.host.steps[:3].tolist() == [1, 1, 0]
+    assert state.receive() == (2, None) and state.host.steps[:3].tolist() == [2, 2, 0]
 
 
 def runner_of(pipe, max_prompt: int, max_new: int):

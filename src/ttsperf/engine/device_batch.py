@@ -77,7 +77,7 @@ class BatchState(Rows):
     def _event(self) -> torch.cuda.Event | None:
         if self.device.type != "cuda":
             return None
-        event = torch.cuda.Event()
+        event = torch.cuda.Event(enable_timing=True)  # a step's device time: before -> done
         event.record(torch.cuda.current_stream(self.device))
         return event
 
@@ -116,25 +116,28 @@ class BatchState(Rows):
     def _new_buffer(self) -> torch.Tensor:
         return torch.zeros(self.codes.shape[0], dtype=torch.long, pin_memory=self.device.type == "cuda")
 
-    def receive(self) -> int:
+    def receive(self) -> tuple[int, float | None]:
         """The oldest sent status into the host mirror, waiting for its step alone (not for a step
         sent after it). -> the codes taken since the last one (a joining row's first, from its
-        prefill, included)."""
+        prefill, included), and the step's seconds on the device (CUDA, sent with `before`)."""
         status = self.sent.popleft()
+        seconds = None
         if status.done is not None:
             status.done.synchronize()
+            if status.before is not None:
+                seconds = status.before.elapsed_time(status.done) / 1e3
         h, rows = self.host, np.flatnonzero(status.slots >= 0)
         host = status.buffer.numpy()[status.slots[rows]]
         self._buffers.append(status.buffer)
         before = int(h.steps[rows].sum())
         h.steps[rows] = host >> 1
         h.done[rows] = (host & 1).astype(bool)
-        return int(h.steps[rows].sum()) - before
+        return int(h.steps[rows].sum()) - before, seconds
 
     def sync(self) -> int:
-        """One step's status now: send, then receive (nothing else in flight)."""
+        """One step's status now: send, then receive (nothing else in flight). -> codes taken."""
         self.send()
-        return self.receive()
+        return self.receive()[0]
 
     def settled(self) -> torch.cuda.Event | None:
         """A mark after every change of the rows the host has seen (the received status's step,

@@ -270,12 +270,13 @@ class Engine:
 
     def _events(self) -> None:
         """The oldest launched step's status: answer and hand out what it says, rows leave. The
-        step's seconds: its launch and this wait for it (on a GPU the wait is what the host's work
-        since the launch did not cover)."""
+        step's seconds: on a GPU its time on the device (events around it), on a CPU its launch,
+        which computes it, and this wait."""
         batch, launch_seconds = self._launches.popleft()
         t0 = time.perf_counter()
         out = self.runner.collect()
-        self.stats.observe_step(batch, launch_seconds + time.perf_counter() - t0)
+        seconds = out.seconds if out.seconds is not None else launch_seconds + time.perf_counter() - t0
+        self.stats.observe_step(batch, seconds)
         self.stats.decode_steps += out.taken
         leaving = self.emission.after(out, self.queue.cancelled)
         if leaving:

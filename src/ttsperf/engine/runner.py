@@ -75,6 +75,7 @@ class StepOutput(NamedTuple):
     steps: np.ndarray  # codes taken so far
     done: np.ndarray  # sampled EOS
     taken: int  # codes taken since the last output (a joining row's first, from its prefill, included)
+    seconds: float | None = None  # the step on the device, between events around it (CUDA)
 
 
 class Runner:
@@ -213,8 +214,8 @@ class Runner:
         it goes on running) -> what it tells the scheduler about every live row. A row that joined
         after that step shows no steps yet."""
         s, h = self.state, self.state.host
-        taken = s.receive()
-        return StepOutput(h.steps[: s.size], h.done[: s.size], taken)
+        taken, seconds = s.receive()
+        return StepOutput(h.steps[: s.size], h.done[: s.size], taken, seconds)
 
     @property
     def launched(self) -> int:

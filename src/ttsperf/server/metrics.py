@@ -86,7 +86,9 @@ class EngineCollector(Collector):
             "ttsperf_ready", "1 while admitting requests, 0 while draining.", value=e["ready"]
         )
         yield _histogram("ttsperf_batch_size", "Rows in each decode step.", s["batch_size"])
-        yield _histogram("ttsperf_step_seconds", "Wall seconds of each decode step.", s["step_seconds"])
+        yield _histogram(
+            "ttsperf_step_seconds", "Seconds of each decode step (a GPU: on the device).", s["step_seconds"]
+        )
         yield _histogram(
             "ttsperf_prefill_seconds", "Wall seconds of each prompt prefill.", s["prefill_seconds"]
         )

@@ -1,0 +1,39 @@
+"""benchmarks/device_calls.py counts, on the meta device, what the engine asks of a GPU on its
+critical path. Its counts are the issue 33 figures in docs/PERFORMANCE.md, so they are checked
+here: a step read one step ahead has no host read on the critical path, a step read at once has
+one, and the graphed prefill makes no blocking copy and no read."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "benchmarks" / "device_calls.py"
+
+
+@pytest.mark.parametrize("graphs", [False, True])
+def test_one_step_ahead_takes_the_steps_read_off_the_critical_path(graphs):
+    res = subprocess.run(
+        [sys.executable, str(SCRIPT), "--inner", *(["--graphs"] if graphs else [])],
+        env={**os.environ, "PYTHONPATH": str(ROOT / "src")},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert res.returncode == 0, res.stderr
+    parts = json.loads(res.stdout.strip().splitlines()[-1])
+    at_once, ahead = parts["step 8"], parts["step 8 ahead"]
+    assert (at_once["reads"], at_once["critical"]) == (1, 1)
+    assert (ahead["reads"], ahead["critical"]) == (1, 0)
+    assert ahead["launches"] == at_once["launches"] > 0  # the same step, only read later
+    for rows in (1, 8):
+        prefill = parts[f"prefill {rows}"]
+        assert prefill["reads"] == prefill["blocking"] == 0
+    if graphs:  # one replay and a few launches around it, whatever the rows
+        assert parts["prefill 8"]["launches"] == parts["prefill 1"]["launches"] < 200
