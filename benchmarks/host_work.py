@@ -19,6 +19,11 @@ every thread's CPU seconds in every server process (psutil). Per tree:
   timers cannot split its CPU into compute and the rest while another thread shares the process;
 - the engine process's other threads per turn (here: the core's pipe reader; the base has no
   such process: "-");
+- **the engine process's Python per turn outside compute**: every thread's CPU in the process that
+  drives the device (the base: the server, its HTTP front included, as on the H200 of issue 33;
+  here: the core), less the CPU its threads spent in the model's forward, sampling and vocoder,
+  timed inside that process by `_compute_timer/sitecustomize.py` (the calling thread's CPU in the
+  same model calls, which every tree since 3dd0b04 has);
 - **the front's CPU ms per request and per chunk** the client received: every other thread of the
   server process (the base: its HTTP event loop, in the engine's process; here: the front process).
 Medians over `--rounds` runs, the trees alternating; bench shares the machine's cores with both.
@@ -28,11 +33,13 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 import urllib.request
 from pathlib import Path
 
@@ -70,26 +77,49 @@ def threads_cpu(procs: list[psutil.Process]) -> dict[tuple[int, int], float]:
     return out
 
 
+TIMER = Path(__file__).resolve().parent / "_compute_timer"
+
+
+def compute_seconds(folder: Path) -> dict[int, float]:
+    """The compute CPU seconds each process that imported the model has written, by pid."""
+    out = {}
+    for path in folder.glob("compute-*.json"):
+        try:
+            out[int(path.stem.split("-")[1])] = json.loads(path.read_text())["seconds"]
+        except (ValueError, KeyError):  # a write in progress is replaced whole: try the next
+            continue
+    return out
+
+
+def settled_compute(folder: Path) -> dict[int, float]:
+    """After the writers' next round (they write every 0.2 s)."""
+    time.sleep(0.5)
+    return compute_seconds(folder)
+
+
 def run(src: Path, args: argparse.Namespace, work: Path, engines: int, split: bool) -> dict:
     """One tree under the load; `split`: its engine runs in child processes (the front apart)."""
     port = free_port()
     cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
     cmd += ["--config", "tiny", "--max-batch", "64", "--max-queue", "256", "--port", str(port)]
     cmd += ["--log-level", "warning", *(["--engines", str(engines)] if engines > 1 else [])]
-    env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1"}
+    timed = work / "compute"
+    timed.mkdir()
+    env = {**os.environ, "PYTHONPATH": f"{TIMER}{os.pathsep}{src}", "OMP_NUM_THREADS": "1"}
+    env["TTSPERF_COMPUTE_DIR"] = str(timed)
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=(work / "serve.log").open("w"))
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url)
         front = psutil.Process(proc.pid)
         procs = [front, *front.children(recursive=True)]
-        before = metrics(url), threads_cpu(procs)
+        before = metrics(url), threads_cpu(procs), settled_compute(timed)
         bench = [sys.executable, "-m", "ttsperf", "bench", url, "--adapter", "openai", "--stream"]
         bench += ["--text-set", "zh-8s", "--users", str(args.users), "--ramp-up", "4s", "--no-until-decided"]
         bench += ["--requests", str(args.requests), "--no-gpu", "-o", str(work / "bench")]
         benv = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         subprocess.run(bench, env=benv, capture_output=True, check=True)
-        after = metrics(url), threads_cpu(procs)
+        after = metrics(url), threads_cpu(procs), settled_compute(timed)
     finally:
         stop_server(proc)
     d = {k: after[0].get(k, 0.0) - before[0].get(k, 0.0) for k in after[0]}
@@ -105,14 +135,19 @@ def run(src: Path, args: argparse.Namespace, work: Path, engines: int, split: bo
         rows = [r for r in csv.DictReader(fh) if r["status"] == "200" and r["warmup"] != "True"]
     chunks = sum(int(r["chunks"] or 0) for r in rows)
     turns = d["ttsperf_step_seconds_count"]
-    timed = sum(d[f"ttsperf_{n}_seconds_sum"] for n in ("prefill", "step", "audio_call"))
+    timers = sum(d[f"ttsperf_{n}_seconds_sum"] for n in ("prefill", "step", "audio_call"))
+    compute = sum(v - before[2].get(pid, 0.0) for pid, v in after[2].items() if pid in engine_pids)
+    if not after[2]:
+        raise SystemExit(f"no compute timings from {src}'s server: is {TIMER} on its PYTHONPATH?")
     requests = d["requests"]
     return {
         "requests": requests,
         "per_prefill": requests / d["ttsperf_prefill_seconds_count"],
         "prefill_ms_per_request": 1000 * d["ttsperf_prefill_seconds_sum"] / requests,
         "turns": turns,
-        "timers_ms_per_turn": 1000 * timed / turns,
+        "timers_ms_per_turn": 1000 * timers / turns,
+        "compute_ms_per_turn": 1000 * compute / turns,
+        "python_ms_per_turn": 1000 * (sum(engine_threads.values()) - compute) / turns,
         "worker_ms_per_turn": 1000 * cpu[worker] / turns,
         "engine_other_ms_per_turn": 1000 * (sum(engine_threads.values()) - cpu[worker]) / turns
         if split
@@ -147,16 +182,19 @@ def main() -> None:
     print(f"machine: {machine()}; tiny, {args.users} zh-8s listeners, {args.requests} requests, "
           f"1 torch thread, medians of {args.rounds}; kept in {work}")  # fmt: skip
     print("| tree | req per prefill | prefill ms/req | engine thread CPU ms/turn | its timers' wall ms/turn "
-          "| engine's other threads ms/turn | front CPU ms/req | front CPU ms/chunk |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|")
+          "| engine's other threads ms/turn | engine process: compute ms/turn | engine process: Python "
+          "outside compute ms/turn | front CPU ms/req | front CPU ms/chunk |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for name in trees:
         label = f"{args.base.name} (base)" if name == "base" else "this tree"
         keys = ("per_prefill", "prefill_ms_per_request", "worker_ms_per_turn", "timers_ms_per_turn",
-                "engine_other_ms_per_turn", "front_ms_per_request", "front_ms_per_chunk")  # fmt: skip
+                "engine_other_ms_per_turn", "compute_ms_per_turn", "python_ms_per_turn",
+                "front_ms_per_request", "front_ms_per_chunk")  # fmt: skip
         cells = [med(name, k) for k in keys]
         print(f"| {label} | " + " | ".join(cells) + " |")
     for key, what in (
         ("worker_ms_per_turn", "engine thread CPU per turn"),
+        ("python_ms_per_turn", "engine process's Python outside compute per turn"),
         ("front_ms_per_request", "front CPU per request"),
     ):
         base, this = (statistics.median(x[key] for x in found[n]) for n in ("base", "this"))
