@@ -8,9 +8,12 @@ another (issue 33's must-show: the front's and the engine's host work measured a
 Each tree serves `tiny` (`serve --synthetic --config tiny --max-batch 64 --max-queue 256`, the
 tree's own code through PYTHONPATH) with one torch thread (OMP_NUM_THREADS=1: a compute call runs
 on the engine's own thread), and this tree's bench sends both the same load: `--users` zh-8s
-listeners, streamed, `--requests` in all. Around the load the script reads the server's /metrics
-(decode steps = turns that stepped; prefill calls and seconds; step and audio-call seconds) and
-every thread's CPU seconds in every server process (psutil). Per tree:
+listeners, streamed, `--requests` in all (each plays its reply in real time before asking again,
+so tiny's batch stays small), or with `--concurrency N` N streamed requests back to back (the
+batch stays full, and requests per turn come nearer what an H200 saw at 200 listeners). Around
+the load the script reads the server's /metrics (decode steps = turns that stepped; prefill calls
+and seconds; step and audio-call seconds) and every thread's CPU seconds in every server process
+(psutil). Per tree:
 - requests per prefill call and prefill ms per request;
 - **the engine thread's CPU ms per turn**: the busiest thread of the process that holds the
   engine (the server's own in the base, the core child here): the model's compute, sampling and
@@ -115,7 +118,11 @@ def run(src: Path, args: argparse.Namespace, work: Path, engines: int, split: bo
         procs = [front, *front.children(recursive=True)]
         before = metrics(url), threads_cpu(procs), settled_compute(timed)
         bench = [sys.executable, "-m", "ttsperf", "bench", url, "--adapter", "openai", "--stream"]
-        bench += ["--text-set", "zh-8s", "--users", str(args.users), "--ramp-up", "4s", "--no-until-decided"]
+        bench += ["--text-set", "zh-8s", "--no-until-decided"]
+        if args.concurrency:  # back to back: the batch stays full, as on a saturated card
+            bench += ["--concurrency", str(args.concurrency)]
+        else:
+            bench += ["--users", str(args.users), "--ramp-up", "4s"]
         bench += ["--requests", str(args.requests), "--no-gpu", "-o", str(work / "bench")]
         benv = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
         subprocess.run(bench, env=benv, capture_output=True, check=True)
@@ -161,6 +168,9 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--base", type=Path, required=True, help="a worktree of the tree to compare with")
     p.add_argument("--users", type=int, default=12, help="zh-8s listeners (closed loop)")
+    p.add_argument(
+        "--concurrency", type=int, help="a closed loop of N in flight instead of listeners (no playback)"
+    )
     p.add_argument("--requests", type=int, default=48)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--engines", type=int, default=1, help="this tree's `serve --engines`")
@@ -179,7 +189,8 @@ def main() -> None:
         return f"{statistics.median(values):.{digits}f}" if values else "-"
 
     print()
-    print(f"machine: {machine()}; tiny, {args.users} zh-8s listeners, {args.requests} requests, "
+    load = f"{args.concurrency} in flight" if args.concurrency else f"{args.users} zh-8s listeners"
+    print(f"machine: {machine()}; tiny, {load}, {args.requests} requests, "
           f"1 torch thread, medians of {args.rounds}; kept in {work}")  # fmt: skip
     print("| tree | req per prefill | prefill ms/req | engine thread CPU ms/turn | its timers' wall ms/turn "
           "| engine's other threads ms/turn | engine process: compute ms/turn | engine process: Python "
