@@ -86,7 +86,7 @@ def slot_bytes(
 ) -> float:
     """Device bytes `ttsperf serve` sets aside per slot (row) of its batch at start, whatever the
     requests: K and V for every position a row may hold (--max-prompt-tokens + --max-new-tokens,
-    and the spare position a compiled step keeps, counted in every mode), and the fp32 hidden state
+    and one spare position: engine/runner.py says why), and the fp32 hidden state
     of every step it may decode, plus a spare, which the audio calls read (model/step.py `Rows`).
     serve refuses a --max-batch whose slots exceed the free memory (engine/config.py) and plan's
     memory model counts the same bytes (plan/memory.py): one formula for both."""

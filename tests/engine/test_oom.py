@@ -26,6 +26,18 @@ def test_a_step_keeps_the_older_half_and_requeues_rows_that_streamed_nothing():
     assert shrink.fail == [(hs[3], "out of memory after audio was streamed")]
 
 
+def test_one_step_ahead_the_batch_that_failed_decides_not_the_rows_left():
+    """Step N failed with 8 rows; 6 had finished at step N-1 and left before the policy runs:
+    the survivors keep running, the limit is half the failed batch, and a survivor that never ran
+    alone is not answered as if it had."""
+    table, hs = table_of(2, {})
+    shrink = oom.after_step(table, 8)
+    assert shrink.keep == 2 and shrink.max_batch == 4 and not shrink.back and not shrink.fail
+    table, hs = table_of(1, {})
+    shrink = oom.after_step(table, 2)
+    assert shrink.keep == 1 and shrink.max_batch == 1 and not shrink.fail
+
+
 def test_a_row_alone_is_answered():
     table, hs = table_of(1, {})
     shrink = oom.after_step(table)

@@ -8,6 +8,7 @@ and a request's audio is the same to the byte with the status read at once or on
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from ttsperf.engine.device_batch import BatchState
@@ -73,8 +74,8 @@ def test_the_step_launched_next_is_not_read_by_the_collect_before_it(tiny_pipe):
 
 def test_a_finished_row_runs_one_step_more_inside_its_slot_and_keeps_what_it_had(tiny_pipe):
     """The longest prompt a slot holds and the longest audio: the step after the last one writes
-    its K/V at the slot's last position (one past would be an IndexError on a CPU, a device fault
-    on a GPU) and takes nothing."""
+    its K/V inside the slot (past it would be an IndexError on a CPU, a device fault on a GPU) and
+    takes nothing."""
     prompt = tiny_pipe.prompt([TEXTS[0]], "[speed_5]")[0].shape[1]
     limit = 12
     engine, r = runner_of(tiny_pipe, prompt, limit)
@@ -87,7 +88,7 @@ def test_a_finished_row_runs_one_step_more_inside_its_slot_and_keeps_what_it_had
         hidden = s.hidden[0, :limit].clone()
         k_last = r.slots.k[0][0, :, prompt + limit - 1].clone()
         r.step()  # the one step more, as one step ahead runs it before reading that the row ended
-    assert out.steps[0] == limit and int(s.positions[0]) == prompt + limit == r.slots.max_len
+    assert out.steps[0] == limit and int(s.positions[0]) == prompt + limit == r.slots.max_len - 1
     for before, now in zip(kept, (s.codes, s.steps, s.history), strict=True):
         assert torch.equal(before, now[:1])
     assert torch.equal(hidden, s.hidden[0, :limit])
@@ -100,6 +101,22 @@ def events_of(handle) -> tuple[list[np.ndarray], SynthResult | SynthError]:
     while not isinstance(events[-1], (SynthResult, SynthError)):
         events.append(handle.next_event_blocking(timeout=60))
     return [e.samples for e in events if isinstance(e, AudioChunk)], events[-1]
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_a_row_ended_by_its_prefill_runs_two_steps_more_inside_its_slot(tiny_pipe, overlap):
+    """One code allowed, the longest prompt: one step ahead, the host reads that such a row ended
+    only after two more steps (it joined after the step in flight was sent), which write the slot's
+    last two positions; the spare position holds the second."""
+    request = SynthRequest(TEXTS[1], SamplingParams(seed=3))
+    prompt = Engine(tiny_pipe, EngineConfig(max_batch=1)).prompt_tokens(request)
+    config = EngineConfig(max_batch=2, max_prompt_tokens=prompt, max_new_tokens=1, overlap=overlap)
+    engine = Engine(tiny_pipe, config).start()
+    try:
+        finals = [engine.submit(request).collect(timeout=60)[1] for _ in range(3)]
+    finally:
+        engine.stop(drain=False, timeout=10)
+    assert all(isinstance(f, SynthResult) and f.steps == 1 for f in finals), finals
 
 
 def serve_all(pipe, overlap: bool, requests: list[SynthRequest], together: bool, max_batch: int = 3):

@@ -15,7 +15,7 @@ def test_start_builds_every_reachable_bucket_and_a_request_builds_none(tiny_pipe
         step, audio = engine.runner.graphed, engine.runner.graphed_audio
         prefill = engine.runner.graphed_prefill
         assert step.batch_sizes == [1, 2, 4, 8, 16, 32, 64, 128, 256]
-        assert step.context_sizes == [256, 512, 1024, 2048, 2560]
+        assert step.context_sizes == [256, 512, 1024, 2048, 2561]  # 512 + 2048 + the spare position
         tops = sorted({top for _, _, top in step.graphs})
         assert tops[0] == 4 and tops[-1] == tiny_pipe.cfg.gpt.num_audio_tokens  # greedy to every code
         assert len(step.graphs) == 9 * 5 * len(tops)

@@ -42,7 +42,8 @@ def _gather(
     real = offsets < count.unsqueeze(1)
     index = (first.unsqueeze(1) + offsets).clamp(max=source.shape[1] - 1)
     picked = source[rows.unsqueeze(1), index]
-    return picked * real.unsqueeze(-1), real
+    # where, not a product: an entry past a row's window may be one a running step is writing
+    return torch.where(real.unsqueeze(-1), picked, 0.0), real
 
 
 SynthFn = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]  # BatchedAudio.synthesize

@@ -143,6 +143,8 @@ class BatchState(Rows):
         """A mark after every change of the rows the host has seen (the received status's step,
         the moves and joins since) and before any step still in flight: what reads the rows on
         another stream (the audio call) waits for it, not for the running step."""
+        if len(self.sent) > 1:  # the oldest step in flight would not cover the latest moves
+            raise RuntimeError("settled(): more than one step in flight; collect first")
         return self.sent[0].before if self.sent else self._event()
 
     def compact(self, leaving: np.ndarray, also: AlsoMove | None = None) -> list[tuple[int, int]]:

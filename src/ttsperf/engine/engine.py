@@ -262,7 +262,7 @@ class Engine:
                 raise
             while self.runner.launched:  # what ran before the failed step is answered first
                 self._events()
-            self._shrink(oom.after_step(self.table))
+            self._shrink(oom.after_step(self.table, b))
             return
         self._launches.append((b, time.perf_counter() - t0))
         if not self.overlap or self.runner.launched > 1:

@@ -39,11 +39,17 @@ def pick(value: int, sizes: list[int]) -> int | None:
 
 
 def capture(
-    run: Callable[[], object], pool, before: Callable[[], object] = lambda: None
+    run: Callable[[], object],
+    pool,
+    before: Callable[[], object] = lambda: None,
+    stream: torch.cuda.Stream | None = None,
 ) -> tuple[torch.cuda.CUDAGraph, object]:
     """Warm `run` up twice on a side stream (cuBLAS workspaces, compile), then record it in a CUDA
-    graph sharing memory `pool`; `before` runs ahead of each (puts state back). -> (graph, output)."""
-    side = torch.cuda.Stream()
+    graph sharing memory `pool`; `before` runs ahead of each (puts state back). `stream`: warm up
+    and capture on it (default: a new side stream, then PyTorch's one capture stream). Graphs
+    captured on one stream share its cuBLAS workspace whatever their pools (pytorch#193402), so
+    graphs that replay at the same time need capture streams of their own. -> (graph, output)."""
+    side = stream or torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(2):
@@ -52,7 +58,7 @@ def capture(
     torch.cuda.current_stream().wait_stream(side)
     before()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool):
+    with torch.cuda.graph(graph, pool=pool, **({"stream": stream} if stream is not None else {})):
         out = run()
     return graph, out
 
@@ -232,6 +238,7 @@ class GraphedAudio:
         self.graphs: dict[tuple, tuple[torch.Tensor, Callable[[], torch.Tensor]]] = {}
         self.eager_calls = 0
         self._pool = None
+        self._stream: torch.cuda.Stream | None = None  # where its graphs are captured (_record)
 
     def reachable(self) -> list[tuple[int, int, int]]:
         """Every (rows, steps, frames) bucket a call can use: a row's frames are at most twice
@@ -274,6 +281,8 @@ class GraphedAudio:
 
         if not self.capture:
             return static, run
-        graph, out = capture(run, self._pool)
+        # its own capture stream: an audio call replays beside a decode step (one step ahead)
+        self._stream = self._stream or torch.cuda.Stream(hidden.device)
+        graph, out = capture(run, self._pool, stream=self._stream)
         self._pool = graph.pool()
         return static, lambda: (graph.replay(), out)[1]

@@ -30,19 +30,21 @@ class Shrink:
     max_batch: int | None = None  # the batch's new limit (None: as it was)
 
 
-def after_step(table: RowTable) -> Shrink:
-    """A decode step ran out of memory with `table`'s rows running."""
+def after_step(table: RowTable, batch: int | None = None) -> Shrink:
+    """A decode step of `batch` rows (default: the table's) ran out of memory; `table` holds the
+    rows still running (one step ahead, rows the step before said finished left since)."""
     rows = table.handles()
-    if len(rows) <= 1:
+    batch = len(rows) if batch is None else batch
+    if batch <= 1:
         return Shrink(keep=0, fail=[(h, "out of memory even alone in the batch") for h in rows])
-    keep = max(1, len(rows) // 2)
+    keep = min(len(rows), max(1, batch // 2))
     back, fail = [], []
     for slot in range(keep, len(rows)):
         if table.chunks[slot]:
             fail.append((rows[slot], "out of memory after audio was streamed"))
         else:
             back.append(rows[slot])
-    return Shrink(keep=keep, back=back, fail=fail, max_batch=keep)
+    return Shrink(keep=keep, back=back, fail=fail, max_batch=max(1, batch // 2))
 
 
 def after_prefill(joining: list[RequestHandle], running: int) -> Shrink:

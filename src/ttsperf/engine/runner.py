@@ -101,9 +101,10 @@ class Runner:
         self.max_batch = max_batch = max_batch or auto_max_batch(
             pipe, max_prompt_tokens, max_new_tokens, headroom=0.5 * memory_share
         )
-        # Compiled: one spare position, so no step's KV view is ever the whole (contiguous) buffer,
-        # which would be a shape of its own to compile.
-        capacity = max_prompt_tokens + max_new_tokens + int(compile)
+        # One spare position, in every mode (facts.slot_bytes counts it): compiled, no step's KV
+        # view is the whole (contiguous) buffer, a shape of its own to compile; one step ahead, a
+        # row that finished at its prefill runs two steps more before the host reads that it did.
+        capacity = max_prompt_tokens + max_new_tokens + 1
         self.slots = KVSlots(
             g.num_hidden_layers, max_batch, g.num_key_value_heads, capacity,
             g.hidden_size // g.num_attention_heads, dtype=dtype, device=pipe.device,
