@@ -156,7 +156,7 @@ def test_ready_means_warm_the_buckets_are_listed_and_a_request_after_readyz_buil
             assert line.startswith(
                 f"{before['warmed']['decode_graphs']} decode graphs (batch [1, 2, 4, 8, 16, "
             )
-            assert "context [256, 512, 1024, 2048, 2560]" in line
+            assert "context [256, 512, 1024, 2048, 2561]" in line
             assert "20 prefill graphs (rows [1, 2, 4, 8], prompt [32, 64, 128, 256, 512])" in line
             print("warm before ready:", line)
             speech = {"input": SHORT, "response_format": "pcm"}
