@@ -3,7 +3,8 @@
 
     python benchmarks/card_listeners.py --out $OUT            # an H200: the defaults below
     python benchmarks/card_listeners.py --device cpu --config tiny --dtype fp32 --no-cuda-graphs \
-        --max-batch 16 --check-users 8 --loads 4,8 --requests 24 --out /tmp/dry   # dry run, a CPU
+        --max-batch 16 --check-users 8 --loads 4,8 --requests 24 --max-requests 48 \
+        --out /tmp/dry   # a CPU dry run (--max-requests: bench stops there if the SLO is undecided)
 
 1. `ttsperf serve --synthetic --config chattts --device cuda --dtype fp16 --cuda-graphs
    --max-batch 256 --max-queue 256 --first-chunk-steps 24` (plan's serve command for one H200),
