@@ -123,5 +123,7 @@ def test_server_dying_mid_run_is_counted_and_the_run_still_reports(own_server):
     p = run.points[0]
     failed = sum(p.errors.values())
     assert p.successes >= 10 and failed >= 40
-    assert set(p.errors) <= {"connect", "disconnected", "truncated"}
+    # classified, never "other": on a loaded machine a request the server held before it died can
+    # go unanswered past the 5 s timeout (CI, 2026-12-06: {"connect", "timeout"}), which is a timeout
+    assert set(p.errors) <= {"connect", "disconnected", "truncated", "timeout"}
     assert p.requests == p.successes + failed == 60
