@@ -57,6 +57,19 @@ def test_a_length_cut_by_max_new_tokens_says_so(engine):
     assert result.length_source == "max-new-tokens"
 
 
+def test_a_text_is_tokenized_once_and_the_prefill_takes_those_ids(engine, monkeypatch):
+    """The prefill embeds the ids counted at submission (the core tokenizes there, once)."""
+    tok = engine.pipe.tokenizer
+    calls, hf = [], tok.hf
+    monkeypatch.setattr(tok, "hf", lambda *a, **kw: calls.append(a) or hf(*a, **kw))
+    alone, _ = _run(engine, TEXT)
+    assert len(calls) == 1
+    ids = tok.ids(tok.decorate_code_prompt(OTHERS[0]))  # another text's ids: what the prefill uses
+    handle = engine.submit(SynthRequest(TEXT, GREEDY), prompt_ids=ids)
+    other, _ = handle.collect(timeout=60)
+    assert handle.prompt_tokens == len(ids) and not np.array_equal(other, alone)
+
+
 def test_a_request_does_not_depend_on_its_batch(engine):
     alone, _ = _run(engine, TEXT)
     others = [engine.submit(SynthRequest(t, SamplingParams(seed=i))) for i, t in enumerate((OTHERS * 3)[:7])]

@@ -127,12 +127,12 @@ class Core:
     def _on_submit(self, front_id: int, request) -> None:
         e = self.engine
         try:
-            tokens = e.prompt_tokens(request)  # the text is tokenized here once for the front
+            ids = e.prompt_ids(request)  # the text is tokenized here once, for the front and the prefill
             with self._lock:  # Accepted goes out before any event of the request
                 sink = lambda _, event: self._sink(front_id, event)  # noqa: E731
-                handle = e.submit(request, sink=sink, prompt_tokens=tokens)
+                handle = e.submit(request, sink=sink, prompt_ids=ids)
                 self._handles[front_id] = handle
-                self._outbox.append((front_id, Accepted(tokens)))
+                self._outbox.append((front_id, Accepted(len(ids))))
         except Exception as exc:  # noqa: BLE001 - QueueFull, NotAccepting, TextTooLong, the tokenizer's UserError
             self.send(("rejected", front_id, exc))
 

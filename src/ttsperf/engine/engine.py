@@ -127,25 +127,30 @@ class Engine:
         request: SynthRequest,
         loop: asyncio.AbstractEventLoop | None = None,
         sink=None,
-        prompt_tokens: int | None = None,
+        prompt_ids: list[int] | None = None,
     ) -> RequestHandle:
         """Queue a request (thread-safe). Raises NotAccepting, QueueFull or TextTooLong. Events go
         to `loop` (asyncio), to `sink(handle, event)` (the core's outbox), or to a thread queue;
-        `prompt_tokens`: prompt_tokens(request), when the caller counted it already."""
-        tokens = self.prompt_tokens(request) if prompt_tokens is None else prompt_tokens
-        if tokens > self.config.max_prompt_tokens:
-            raise TextTooLong(tokens, self.config.max_prompt_tokens)
+        `prompt_ids`: prompt_ids(request), when the caller tokenized it already. The prefill uses
+        them: a text is tokenized once."""
+        ids = self.prompt_ids(request) if prompt_ids is None else prompt_ids
+        if len(ids) > self.config.max_prompt_tokens:
+            raise TextTooLong(len(ids), self.config.max_prompt_tokens)
         handle = RequestHandle(request, loop, sink)
-        handle.prompt_tokens = tokens
+        handle.prompt_tokens, handle.prompt_ids = len(ids), ids
         handle.deadline = handle.submitted + (request.timeout or self.config.request_timeout)
         # drawn once: a request put back after an out-of-memory restarts identically
         handle.seed = int(row_seeds([request.sampling.seed])[0])
         self.queue.put(handle)
         return handle
 
-    def prompt_tokens(self, request: SynthRequest) -> int:
+    def prompt_ids(self, request: SynthRequest) -> list[int]:
+        """The decorated prompt's token ids (what the prefill embeds)."""
         tok = self.pipe.tokenizer
-        return len(tok.ids(tok.decorate_code_prompt(request.text, request.prompt)))
+        return tok.ids(tok.decorate_code_prompt(request.text, request.prompt))
+
+    def prompt_tokens(self, request: SynthRequest) -> int:
+        return len(self.prompt_ids(request))
 
     def stop(self, drain: bool = True, timeout: float | None = None) -> None:
         """Stop admitting; with drain, answer everything accepted first, else fail it (shutdown)."""
@@ -243,7 +248,9 @@ class Engine:
             req, length = h.request, self.lengths.of(h.request)
             joining.append(Joining(h, length.limit, length.forced, length.capped, req.stream, h.deadline))
             admissions.append(
-                Admission(req.text, req.prompt, req.sampling, h.seed, length.limit, length.forced)
+                Admission(
+                    req.text, req.prompt, req.sampling, h.seed, length.limit, length.forced, h.prompt_ids
+                )
             )
         started = time.monotonic()
         t0 = time.perf_counter()

@@ -66,6 +66,7 @@ class Admission:
     seed: int
     limit: int  # steps it may take
     forced: bool  # its length is the limit (speech-rate model): EOS is not sampled
+    ids: list[int] | None = None  # the decorated text's token ids, when the engine has them already
 
 
 class StepOutput(NamedTuple):
@@ -165,7 +166,10 @@ class Runner:
         """Prefill every joining row in one forward and sample its first codes -> its slice.
         Nothing is kept if it fails (an out-of-memory leaves the batch as it was)."""
         pipe, s = self.pipe, self.state
-        prompts = [pipe.prompt([r.text], r.prompt) for r in rows]
+        # tokenized once, at submission (Engine.submit), where the engine has the ids
+        prompts = [
+            pipe.prompt([r.text], r.prompt) if r.ids is None else pipe.prompt_of_ids(r.ids) for r in rows
+        ]
         lengths = [ids.shape[1] for ids, _, _ in prompts]
         first = s.size
         if self.graphed_prefill is not None:

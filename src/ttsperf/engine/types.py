@@ -132,6 +132,7 @@ class RequestHandle:
         self.cancelled = threading.Event()
         # set by the engine at submission
         self.prompt_tokens = 0
+        self.prompt_ids: list[int] | None = None  # the decorated text's token ids (the prefill's)
         self.seed = 0
         self.deadline = float("inf")  # time.monotonic() past which it is answered 'timeout'
         self.on_cancel: Callable[[RequestHandle], None] | None = None

@@ -113,6 +113,11 @@ class Pipeline:
         ids, attn, text_mask = self.tokenizer.encode(decorated, self.cfg.gpt.num_vq)
         return ids, attn.long(), text_mask  # on the host: Step.prefill sends them with the rest
 
+    def prompt_of_ids(self, ids: list[int]) -> tuple[torch.Tensor, ...]:
+        """`prompt` of one decorated text tokenized already (Tokenizer.ids): the same tensors."""
+        ids_, attn, text_mask = self.tokenizer.encode_ids([ids], self.cfg.gpt.num_vq)
+        return ids_, attn.long(), text_mask
+
     @torch.inference_mode()
     def generate(
         self,

@@ -306,7 +306,11 @@ class Tokenizer:
             raise UserError("texts: expected at least one text to encode, found none")
         if num_vq < 1:
             raise UserError(f"num_vq: expected a positive number of codebooks, found {num_vq}")
-        rows = self.hf(list(texts), add_special_tokens=False)["input_ids"]
+        return self.encode_ids(self.hf(list(texts), add_special_tokens=False)["input_ids"], num_vq)
+
+    @staticmethod
+    def encode_ids(rows: list[list[int]], num_vq: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """`encode` of texts already tokenized (`ids`, one list per text): the same tensors."""
         length = max(len(r) for r in rows)
         input_ids = torch.zeros(len(rows), length, dtype=torch.long)
         attention_mask = torch.zeros(len(rows), length, dtype=torch.long)
