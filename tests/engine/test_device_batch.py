@@ -34,3 +34,25 @@ def test_compaction_moves_the_host_mirror_with_the_tensors():
     assert moves == [(3, 0), (4, 2)] and state.size == 3
     assert state.host.positions[:3].tolist() == [13, 11, 14] == state.positions[:3].tolist()
     assert state.host.kept[:3].tolist() == [33, 31, 34]
+
+
+def test_every_row_tensor_moves_with_its_row_in_one_copy_of_the_packed_columns():
+    """The small per-row tensors are views of one buffer: a compaction moves each of them (and
+    the codes, positions and hidden states) with its row, and a column written through its view
+    is what the buffer holds."""
+    state = batch_of(5)
+    for i, t in enumerate(state.tensors()):  # a distinct value per row and tensor
+        t[:5] = (torch.arange(5) * 10 + i).view(5, *[1] * (t.dim() - 1)).to(t.dtype)
+    before = [t[:5].clone() for t in state.tensors()]
+    state.compact(np.array([1]))  # row 4 moves into slot 1
+    for t, old in zip(state.tensors(), before, strict=True):
+        assert torch.equal(t[:4], old[[0, 4, 2, 3]]), t.dtype
+    # the views share one storage and do not overlap one another
+    packed = [
+        t
+        for t in state.tensors()
+        if t.untyped_storage().data_ptr() == state.steps.untyped_storage().data_ptr()
+    ]
+    assert len(packed) == len(state.tensors()) - 3  # all but codes, positions and hidden
+    spans = sorted((t.storage_offset() * t.element_size(), t[0].nbytes) for t in packed)
+    assert all(a + n <= b for (a, n), (b, _) in zip(spans, spans[1:], strict=False))

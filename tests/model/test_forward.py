@@ -45,3 +45,21 @@ def test_slot_move_keeps_a_row_intact(tiny_pipe):
     slots.move_many(torch.tensor([3]), torch.tensor([1]), 5)
     assert torch.equal(slots.k[0][1, :, :5], slots.k[0][3, :, :5])
     assert slots.nbytes == KVSlots.bytes_needed(2, 4, 4, 128, 16, 4)
+
+
+def test_slot_moves_in_layer_groups_equal_one_copy_of_every_layer(tiny_pipe, monkeypatch):
+    """A move bounded to a layer at a time (MOVE_BYTES) leaves the slots as one over every layer."""
+    from ttsperf.model import kv
+
+    gen = torch.Generator().manual_seed(1)
+    whole, grouped = _slots(tiny_pipe), _slots(tiny_pipe)
+    for slots in (whole, grouped):
+        slots.keys.copy_(torch.randn(slots.keys.shape, generator=gen.manual_seed(3)))
+        slots.values.copy_(torch.randn(slots.values.shape, generator=gen.manual_seed(4)))
+    src, dst = torch.tensor([3, 2]), torch.tensor([0, 1])
+    whole.move_many(src, dst, 9)
+    monkeypatch.setattr(kv, "MOVE_BYTES", 1)  # one layer per group
+    grouped.move_many(src, dst, 9)
+    assert torch.equal(whole.keys, grouped.keys) and torch.equal(whole.values, grouped.values)
+    assert torch.equal(whole.k[1][0, :, :9], whole.k[1][3, :, :9])  # the layers' views moved too
+    assert not torch.equal(whole.k[1][0, :, 9:], whole.k[1][3, :, 9:])  # past `length`: left

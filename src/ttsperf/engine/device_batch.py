@@ -56,12 +56,22 @@ class HostMirror:
 @dataclass
 class Status:
     """One step's (steps done, EOS) per row, copied to the host without waiting: `slots[i]` is
-    where slot i's entry is in `buffer` (-1: the row joined after the step was sent)."""
+    where slot i's entry is in `buffer` (-1: the row joined after the step was sent). None while
+    no row has moved since: slot i's entry is at i for the `size` rows the step ran, and rows
+    past them joined after it (the common case, and every case when the host reads at once)."""
 
     buffer: torch.Tensor  # pinned on CUDA: the copy is queued, not waited for
-    slots: np.ndarray
+    size: int
     done: torch.cuda.Event | None  # recorded after the copy (CUDA)
     before: torch.cuda.Event | None  # recorded before the step: every earlier change of the rows
+    slots: np.ndarray | None = None
+
+    def slot_map(self, size: int) -> np.ndarray:
+        """`slots`, made explicit for `size` live rows (before rows move)."""
+        if self.slots is None:
+            self.slots = np.full(size, -1)
+            self.slots[: self.size] = np.arange(self.size)
+        return self.slots
 
 
 class BatchState(Rows):
@@ -73,6 +83,7 @@ class BatchState(Rows):
         self._host_columns = self.host.columns()
         self.sent: deque[Status] = deque()  # statuses on their way, oldest first (at most two)
         self._buffers: list[torch.Tensor] = []  # free status buffers
+        self._status = torch.zeros_like(self.steps)  # steps * 2 + EOS, on the device (CUDA)
 
     def _event(self) -> torch.cuda.Event | None:
         if self.device.type != "cuda":
@@ -97,7 +108,8 @@ class BatchState(Rows):
         h = self.host
         h.steps[sl], h.done[sl], h.positions[sl], h.kept[sl] = 0, False, positions, kept
         for status in self.sent:  # sent before these rows were: it says nothing of them
-            status.slots = np.concatenate([status.slots, np.full(n, -1)])
+            if status.slots is not None:
+                status.slots = np.concatenate([status.slots, np.full(n, -1)])
         self.size += n
         return sl
 
@@ -110,8 +122,12 @@ class BatchState(Rows):
         launched; nothing waits. `before`: before_step's mark of that step."""
         b = self.size
         buffer = self._buffers.pop() if self._buffers else self._new_buffer()
-        buffer[:b].copy_(self.steps[:b] * 2 + self.done[:b], non_blocking=True)
-        self.sent.append(Status(buffer, np.arange(b), self._event(), before))
+        if self.device.type == "cpu":  # one op, straight into the buffer
+            torch.add(self.done[:b], self.steps[:b], alpha=2, out=buffer[:b])
+        else:  # computed on the device, then one copy to pinned memory
+            torch.add(self.done[:b], self.steps[:b], alpha=2, out=self._status[:b])
+            buffer[:b].copy_(self._status[:b], non_blocking=True)
+        self.sent.append(Status(buffer, b, self._event(), before))
 
     def _new_buffer(self) -> torch.Tensor:
         return torch.zeros(self.codes.shape[0], dtype=torch.long, pin_memory=self.device.type == "cuda")
@@ -126,13 +142,19 @@ class BatchState(Rows):
             status.done.synchronize()
             if status.before is not None:
                 seconds = status.before.elapsed_time(status.done) / 1e3
-        h, rows = self.host, np.flatnonzero(status.slots >= 0)
-        host = status.buffer.numpy()[status.slots[rows]]
+        h, packed = self.host, status.buffer.numpy()
+        if status.slots is None:  # no row moved: the first `size` rows, in place
+            rows: slice | np.ndarray = slice(0, status.size)
+            host = packed[: status.size]
+        else:
+            rows = np.flatnonzero(status.slots >= 0)
+            host = packed[status.slots[rows]]
         self._buffers.append(status.buffer)
-        before = int(h.steps[rows].sum())
-        h.steps[rows] = host >> 1
-        h.done[rows] = (host & 1).astype(bool)
-        return int(h.steps[rows].sum()) - before, seconds
+        steps = host >> 1
+        taken = int(steps.sum()) - int(h.steps[rows].sum())
+        h.steps[rows] = steps
+        h.done[rows] = host & 1
+        return taken, seconds
 
     def sync(self) -> int:
         """One step's status now: send, then receive (nothing else in flight). -> codes taken."""
@@ -163,14 +185,14 @@ class BatchState(Rows):
             # one packed copy that does not wait for the device (a pageable host-to-device copy,
             # torch.as_tensor(..., device=), synchronizes the stream)
             src, dst = to_device(self.device, torch.from_numpy(movers), torch.from_numpy(holes))
-            for t in self.tensors():
-                t[dst] = t[src]
+            self.move(src, dst)
             for column in self._host_columns:
                 column[holes] = column[movers]
             if also is not None:
                 also(src, dst, holes)
         for status in self.sent:  # a status in flight still has the rows where they were
-            status.slots[holes] = status.slots[movers]
+            slots = status.slot_map(b)
+            slots[holes] = slots[movers]
         self.size = new_size
         self._forget(new_size)
         return moves
@@ -182,4 +204,7 @@ class BatchState(Rows):
 
     def _forget(self, size: int) -> None:
         for status in self.sent:
-            status.slots = status.slots[:size]
+            if status.slots is None:
+                status.size = min(status.size, size)
+            else:
+                status.slots = status.slots[:size]

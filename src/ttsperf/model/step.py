@@ -74,8 +74,29 @@ def pad_prompts(
     return [ids, text, last, torch.arange(first, first + rows)]
 
 
+def packed_columns(
+    max_batch: int, columns: list[tuple[tuple[int, ...], torch.dtype]], device: torch.device
+) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """Per-row columns of any dtype and shape -> one zeroed (max_batch, bytes) buffer and each
+    column as a view of it, (max_batch, *shape): a row's columns move in one indexed copy of the
+    buffer, not one per column. Each column starts 8-byte aligned."""
+    sizes = [torch.Size(shape).numel() * dtype.itemsize for shape, dtype in columns]
+    starts = [0]
+    for size in sizes:
+        starts.append(starts[-1] + -(-size // 8) * 8)
+    buffer = torch.zeros(max_batch, starts[-1], dtype=torch.uint8, device=device)
+    views = [
+        buffer[:, start : start + size].view(dtype).view(max_batch, *shape)
+        for (shape, dtype), start, size in zip(columns, starts, sizes, strict=False)
+    ]
+    return buffer, views
+
+
 class Rows:
-    """Rows 0..B-1 of a decoding batch as (B, ...) tensors on one device."""
+    """Rows 0..B-1 of a decoding batch as (B, ...) tensors on one device. The small per-row
+    tensors the step does not take as inputs are views of one buffer (`packed_columns`), so rows
+    move (`move`) in four indexed copies: that buffer, the codes and positions (contiguous, as a
+    compiled step was traced with) and the kept hidden states."""
 
     def __init__(
         self,
@@ -86,27 +107,28 @@ class Rows:
         eos_token: int,
         device: torch.device,
     ):
-        def zeros(*shape, dtype=torch.long):
-            return torch.zeros(*shape, dtype=dtype, device=device)
-
         self.device, self.num_vq, self.eos = device, num_vq, eos_token
-        self.codes = zeros(max_batch, num_vq)  # each row's last accepted codes: the next input
-        self.positions = zeros(max_batch)  # where each row's next token goes in its KV slot
-        self.steps = zeros(max_batch)  # codes accepted so far (= hidden states kept)
-        self.limits = zeros(max_batch)
-        self.forced = zeros(max_batch, dtype=torch.bool)  # length from the speech-rate model
-        self.done = zeros(max_batch, dtype=torch.bool)  # sampled EOS
-        self.keys = zeros(max_batch)  # stateless sampling: seed_key of the row's seed
-        self.history = torch.full((max_batch, num_vq, PENALTY_WINDOW), -1, dtype=torch.long, device=device)
-        self.params = RowParams(
-            temperature=zeros(max_batch, dtype=torch.float32),
-            top_p=zeros(max_batch, dtype=torch.float32),
-            kept=zeros(max_batch),
-            penalty=zeros(max_batch, dtype=torch.float32),
-            greedy=zeros(max_batch, dtype=torch.bool),
-        )
+        i64, f32, b8 = torch.long, torch.float32, torch.bool
+        self.codes = torch.zeros(max_batch, num_vq, dtype=i64, device=device)  # the next input
+        self.positions = torch.zeros(max_batch, dtype=i64, device=device)  # next token's KV position
+        self._row_bytes, columns = packed_columns(
+            max_batch,
+            [
+                ((), i64),  # steps: codes accepted so far (= hidden states kept)
+                ((), i64),  # limits
+                ((), b8),  # forced: length from the speech-rate model
+                ((), b8),  # done: sampled EOS
+                ((), i64),  # keys: stateless sampling, seed_key of the row's seed
+                ((num_vq, PENALTY_WINDOW), i64),  # history
+                ((), f32), ((), f32), ((), i64), ((), f32), ((), b8),  # RowParams' fields
+            ],
+            device,
+        )  # fmt: skip
+        self.steps, self.limits, self.forced, self.done, self.keys = columns[:5]
+        self.history = columns[5].fill_(-1)
+        self.params = RowParams(*columns[6:])
         # one spare step: a row that is no longer live writes its (ignored) state there
-        self.hidden = zeros(max_batch, max_new_tokens + 1, hidden_size, dtype=torch.float32)
+        self.hidden = torch.zeros(max_batch, max_new_tokens + 1, hidden_size, dtype=f32, device=device)
         self._arange = torch.arange(max_batch, device=device)
 
     def tensors(self) -> list[torch.Tensor]:
@@ -116,6 +138,11 @@ class Rows:
             self.codes, self.positions, self.steps, self.limits, self.forced, self.done, self.keys,
             self.history, *p.fields(), self.hidden,
         ]  # fmt: skip
+
+    def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
+        """Rows src[i] into slots dst[i], every per-row tensor at once (src and dst disjoint)."""
+        for t in (self._row_bytes, self.codes, self.positions, self.hidden):
+            t[dst] = t[src]
 
     def rows(self, sl: slice) -> RowParams:
         return RowParams(*(t[sl] for t in self.params.fields()))
