@@ -16,12 +16,13 @@ and seconds; step and audio-call seconds) and every thread's CPU seconds in ever
 (psutil). Per tree:
 - requests per prefill call and prefill ms per request;
 - **the engine thread's CPU ms per turn**: the busiest thread of the process that holds the
-  engine (the server's own in the base, the core child here): the model's compute, sampling and
+  engine (the server's own where the front shares it, as in 3dd0b04; the core child in a tree with
+  the front apart, found by its command line): the model's compute, sampling and
   vocoder and all the scheduler's Python, beside the wall its timers (prefill, step, audio call)
   read per turn. A thread waiting for the GIL or a core spends no CPU but its timers run, so the
   timers cannot split its CPU into compute and the rest while another thread shares the process;
-- the engine process's other threads per turn (here: the core's pipe reader; the base has no
-  such process: "-");
+- the engine process's other threads per turn (the core's pipe reader; a tree without the split
+  has no such process: "-");
 - **the engine process's Python per turn outside compute**: every thread's CPU in the process that
   drives the device (the base: the server, its HTTP front included, as on the H200 of issue 33;
   here: the core), less the CPU its threads spent in the model's forward, sampling and vocoder,
@@ -100,8 +101,9 @@ def settled_compute(folder: Path) -> dict[int, float]:
     return compute_seconds(folder)
 
 
-def run(src: Path, args: argparse.Namespace, work: Path, engines: int, split: bool) -> dict:
-    """One tree under the load; `split`: its engine runs in child processes (the front apart)."""
+def run(src: Path, args: argparse.Namespace, work: Path, engines: int) -> dict:
+    """One tree under the load. Where its engine runs in child processes (the front apart: every
+    tree since the split), those are the engine's process; otherwise the server's own."""
     port = free_port()
     cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
     cmd += ["--config", "tiny", "--max-batch", "64", "--max-queue", "256", "--port", str(port)]
@@ -116,6 +118,7 @@ def run(src: Path, args: argparse.Namespace, work: Path, engines: int, split: bo
         wait_ready(url)
         front = psutil.Process(proc.pid)
         procs = [front, *front.children(recursive=True)]
+        cores = [p for p in procs[1:] if "spawn_main" in " ".join(p.cmdline())]  # engine/client.py's
         before = metrics(url), threads_cpu(procs), settled_compute(timed)
         bench = [sys.executable, "-m", "ttsperf", "bench", url, "--adapter", "openai", "--stream"]
         bench += ["--text-set", "zh-8s", "--no-until-decided"]
@@ -134,7 +137,8 @@ def run(src: Path, args: argparse.Namespace, work: Path, engines: int, split: bo
     # The thread that drives the device: the busiest of the process that holds the engine (the
     # server's own in the base, its engine children here); the rest of that process's threads
     # (the base: the HTTP front's event loop; here: the pipe reader) and the front apart.
-    engine_pids = {p.pid for p in procs[1:]} if split else {front.pid}
+    split = bool(cores)
+    engine_pids = {p.pid for p in cores} if split else {front.pid}
     engine_threads = {k: v for k, v in cpu.items() if k[0] in engine_pids}
     worker = max(engine_threads, key=engine_threads.get)
     front_s = sum(v for k, v in cpu.items() if k[0] == front.pid and k != worker)
@@ -181,7 +185,7 @@ def main() -> None:
     for r in range(args.rounds):
         for name, (src, engines) in trees.items():
             (work / f"{name}-{r}").mkdir()
-            found[name].append(run(src, args, work / f"{name}-{r}", engines, split=name == "this"))
+            found[name].append(run(src, args, work / f"{name}-{r}", engines))
             print(f"{name} round {r}: {found[name][-1]}", flush=True)
 
     def med(name: str, key: str, digits: int = 2) -> str:

@@ -111,19 +111,16 @@ class Rows:
         i64, f32, b8 = torch.long, torch.float32, torch.bool
         self.codes = torch.zeros(max_batch, num_vq, dtype=i64, device=device)  # the next input
         self.positions = torch.zeros(max_batch, dtype=i64, device=device)  # next token's KV position
-        self._row_bytes, columns = packed_columns(
-            max_batch,
-            [
-                ((), i64),  # steps: codes accepted so far (= hidden states kept)
-                ((), i64),  # limits
-                ((), b8),  # forced: length from the speech-rate model
-                ((), b8),  # done: sampled EOS
-                ((), i64),  # keys: stateless sampling, seed_key of the row's seed
-                ((num_vq, PENALTY_WINDOW), i64),  # history
-                ((), f32), ((), f32), ((), i64), ((), f32), ((), b8),  # RowParams' fields
-            ],
-            device,
-        )  # fmt: skip
+        self._layout = [
+            ((), i64),  # steps: codes accepted so far (= hidden states kept)
+            ((), i64),  # limits
+            ((), b8),  # forced: length from the speech-rate model
+            ((), b8),  # done: sampled EOS
+            ((), i64),  # keys: stateless sampling, seed_key of the row's seed
+            ((num_vq, PENALTY_WINDOW), i64),  # history
+            ((), f32), ((), f32), ((), i64), ((), f32), ((), b8),  # RowParams' fields
+        ]  # fmt: skip
+        self._row_bytes, columns = packed_columns(max_batch, self._layout, device)
         self.steps, self.limits, self.forced, self.done, self.keys = columns[:5]
         self.history = columns[5].fill_(-1)
         self.params = RowParams(*columns[6:])
@@ -156,17 +153,17 @@ class Rows:
         keys: torch.Tensor,
         params: RowParams,
     ) -> None:
-        """Start rows `sl`: prompt lengths, length limits, forced lengths, seed keys, settings."""
-
-        # the rows' settings from the host, in one copy that does not wait for the device
-        mine = [self.positions, self.limits, self.forced, self.keys, *self.params.fields()]
-        theirs = [positions, limits, forced, keys, *params.fields()]
-        values = [torch.as_tensor(v).to(t.dtype) for t, v in zip(mine, theirs, strict=True)]
-        for t, v in zip(mine, to_device(self.device, *values), strict=True):
-            t[sl] = v
-        self.steps[sl] = 0
-        self.done[sl] = False
-        self.history[sl] = -1
+        """Start rows `sl`: prompt lengths, length limits, forced lengths, seed keys, settings.
+        Their packed columns are built on the host, no step taken, no EOS, an empty history, and
+        go with the positions in one copy that does not wait for the device."""
+        record, columns = packed_columns(sl.stop - sl.start, self._layout, torch.device("cpu"))
+        _, lim, forc, _, key, history, *fields = columns
+        for t, v in zip((lim, forc, key, *fields), (limits, forced, keys, *params.fields()), strict=True):
+            t.copy_(torch.as_tensor(v))
+        history.fill_(-1)
+        record, at = to_device(self.device, record, torch.as_tensor(positions, dtype=torch.long))
+        self._row_bytes[sl] = record
+        self.positions[sl] = at
 
     def accept(self, sl: slice, hidden: torch.Tensor, logits: torch.Tensor, top: int) -> None:
         """Sample each live row's next codes and take them; a row that samples EOS (and is not
