@@ -42,7 +42,9 @@ class KVSlots:
         shape = (layers, max_batch, kv_heads, max_len, head_dim)
         self.keys = torch.zeros(shape, dtype=dtype, device=device)
         self.values = torch.zeros(shape, dtype=dtype, device=device)
-        self.k, self.v = list(self.keys.unbind(0)), list(self.values.unbind(0))  # per layer: views
+        # k[layer] is a view made where it is used, in that grad mode: views made once and kept
+        # (unbind's, or any made under no_grad) may not be written in place with grad on
+        self.k, self.v = self.keys, self.values
         self.max_batch, self.max_len, self.dtype = max_batch, max_len, dtype
 
     @staticmethod
@@ -57,7 +59,7 @@ class KVSlots:
 
     @property
     def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in (*self.k, *self.v))
+        return self.keys.nbytes + self.values.nbytes
 
     def write_step(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: (B, kv_heads, head_dim) at each row's own position (rows = slots 0..B-1)."""
