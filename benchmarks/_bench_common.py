@@ -7,6 +7,18 @@ import platform
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+
+def tree_src(base: Path) -> Path:
+    """A `--base` worktree's code, or an error naming it: without src/ttsperf there, the base's
+    process would import this tree's installed package and compare this tree with itself."""
+    src = Path(base) / "src"
+    if not (src / "ttsperf").is_dir():
+        raise SystemExit(
+            f"--base {base}: expected a worktree of this repository (git worktree add {base} <commit>)"
+        )
+    return src
 
 
 def wait_ready(url: str, timeout: float = 300.0, proc: subprocess.Popen | None = None) -> None:

@@ -31,7 +31,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _bench_common import machine  # noqa: E402
+from _bench_common import machine, tree_src  # noqa: E402
 
 WINDOW = 48  # steps measured: two 24-step chunks per row
 TEXT = "你好，这是一段用于压测的文本，长度八秒左右。" * 6  # ~1,000 steps at the sourced speech rate
@@ -179,7 +179,7 @@ def main() -> None:
     print("command:", " ".join([Path(sys.executable).name, *sys.argv]))
     engines = {"new": ROOT / "src"}
     if args.base:
-        engines["base"] = args.base / "src"
+        engines["base"] = tree_src(args.base)
     batches = [int(b) for b in args.batches.split(",")]
     runs: dict[tuple[str, int], list[dict]] = {}
     for r in range(args.runs):

@@ -53,7 +53,7 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import machine, wait_ready  # noqa: E402
+from _bench_common import machine, tree_src, wait_ready  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "src"))
 from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
@@ -135,8 +135,9 @@ def run(src: Path, args: argparse.Namespace, work: Path, engines: int) -> dict:
     d = {k: after[0].get(k, 0.0) - before[0].get(k, 0.0) for k in after[0]}
     cpu = {k: v - before[1].get(k, 0.0) for k, v in after[1].items()}
     # The thread that drives the device: the busiest of the process that holds the engine (the
-    # server's own in the base, its engine children here); the rest of that process's threads
-    # (the base: the HTTP front's event loop; here: the pipe reader) and the front apart.
+    # server's own without the split, its engine children with it); the rest of that process's
+    # threads (without the split: the HTTP front's event loop; with it: the pipe reader) and the
+    # front apart.
     split = bool(cores)
     engine_pids = {p.pid for p in cores} if split else {front.pid}
     engine_threads = {k: v for k, v in cpu.items() if k[0] in engine_pids}
@@ -180,7 +181,7 @@ def main() -> None:
     p.add_argument("--engines", type=int, default=1, help="this tree's `serve --engines`")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="host-work-"))
-    trees = {"base": (args.base / "src", 1), "this": (ROOT / "src", args.engines)}
+    trees = {"base": (tree_src(args.base), 1), "this": (ROOT / "src", args.engines)}
     found: dict[str, list[dict]] = {name: [] for name in trees}
     for r in range(args.rounds):
         for name, (src, engines) in trees.items():

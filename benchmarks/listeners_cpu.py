@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import machine, wait_ready  # noqa: E402
+from _bench_common import machine, tree_src, wait_ready  # noqa: E402
 
 from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
 
@@ -100,7 +100,7 @@ def main() -> None:
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="listeners-"))
     # (label, source, engines): the base always one engine (it has no --engines)
-    runs = [("base", args.base / "src", 1)]
+    runs = [("base", tree_src(args.base), 1)]
     runs += [(f"this-{n}", ROOT / "src", n) for n in (int(e) for e in args.engines.split(","))]
     found: dict[str, list[float]] = {name: [] for name, _, _ in runs}
     for r in range(args.repeats):

@@ -1,5 +1,6 @@
-"""The engine thread's Python per turn, by part of the turn, the model's compute taken out: this
-tree beside another (issue 33: where the host's work per turn goes, measured apart from the
+"""The engine thread's Python per turn, by part of the turn, without the model's compute.
+
+This tree beside another (issue 33: where the host's work per turn goes, measured apart from the
 compute that hides it on a CPU).
 
     git worktree add /tmp/base-48b02e7 48b02e7
@@ -35,6 +36,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from _bench_common import tree_src  # noqa: E402
+
 # (module, class, method) -> the part's name; what a tree lacks is left out
 PARTS = [
     ("ttsperf.engine.engine", "Engine", "_turn", "turn"),
@@ -121,7 +125,11 @@ def inner(clients: int, requests: int) -> dict[str, float]:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        epilog="example: flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/turn_sections.py "
+        "--base /tmp/base-48b02e7",
+    )
     p.add_argument(
         "--base", type=Path, help="a worktree of a tree to compare with (one with the core's sink)"
     )
@@ -135,7 +143,7 @@ def main() -> None:
         return
     trees = {
         "this tree": ROOT / "src",
-        **({f"{args.base.name} (base)": args.base / "src"} if args.base else {}),
+        **({f"{args.base.name} (base)": tree_src(args.base)} if args.base else {}),
     }
     found: dict[str, list[dict]] = {name: [] for name in trees}
     for r in range(args.rounds):
@@ -151,7 +159,7 @@ def main() -> None:
             found[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
             print(f"round {r}, {name}: {found[name][-1]['turns']} turns", file=sys.stderr, flush=True)
     names = [part[3] for part in PARTS] + ["events: sink (PCM)", "the turn's message"]
-    print(f"tiny, {args.clients} clients, {args.requests} streamed zh-8s requests, one torch thread; "
+    print(f"tiny, {args.clients} clients, {args.requests} streamed zh-8s requests, one torch thread;\n"
           f"the engine thread's CPU us per turn outside compute, medians of {args.rounds}")  # fmt: skip
     print("| part | " + " | ".join(trees) + " |")
     print("|---|" + "---|" * len(trees))

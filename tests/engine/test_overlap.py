@@ -109,7 +109,7 @@ def test_a_row_ended_by_its_prefill_runs_two_steps_more_inside_its_slot(tiny_pip
     only after two more steps (it joined after the step in flight was sent), which write the slot's
     last two positions; the spare position holds the second."""
     request = SynthRequest(TEXTS[1], SamplingParams(seed=3))
-    prompt = Engine(tiny_pipe, EngineConfig(max_batch=1)).prompt_tokens(request)
+    prompt = len(Engine(tiny_pipe, EngineConfig(max_batch=1)).prompt_ids(request))
     config = EngineConfig(max_batch=2, max_prompt_tokens=prompt, max_new_tokens=1, overlap=overlap)
     engine = Engine(tiny_pipe, config).start()
     try:

@@ -54,12 +54,12 @@ def test_slot_moves_in_layer_groups_equal_one_copy_of_every_layer(tiny_pipe, mon
     gen = torch.Generator().manual_seed(1)
     whole, grouped = _slots(tiny_pipe), _slots(tiny_pipe)
     for slots in (whole, grouped):
-        slots.keys.copy_(torch.randn(slots.keys.shape, generator=gen.manual_seed(3)))
-        slots.values.copy_(torch.randn(slots.values.shape, generator=gen.manual_seed(4)))
+        slots.k.copy_(torch.randn(slots.k.shape, generator=gen.manual_seed(3)))
+        slots.v.copy_(torch.randn(slots.v.shape, generator=gen.manual_seed(4)))
     src, dst = torch.tensor([3, 2]), torch.tensor([0, 1])
     whole.move_many(src, dst, 9)
     monkeypatch.setattr(kv, "MOVE_BYTES", 1)  # one layer per group
     grouped.move_many(src, dst, 9)
-    assert torch.equal(whole.keys, grouped.keys) and torch.equal(whole.values, grouped.values)
+    assert torch.equal(whole.k, grouped.k) and torch.equal(whole.v, grouped.v)
     assert torch.equal(whole.k[1][0, :, :9], whole.k[1][3, :, :9])  # the layers' views moved too
     assert not torch.equal(whole.k[1][0, :, 9:], whole.k[1][3, :, 9:])  # past `length`: left

@@ -50,7 +50,7 @@ class DecodeStep:
             # Only the batch and the context length vary. Left symbolic, the slots' fixed sizes
             # would be "duck-sized" with them (batch 16 == head_dim 16 -> one symbol -> a guard ->
             # a recompile the day they differ), so pin them.
-            for t in (slots.keys, slots.values):
+            for t in (slots.k, slots.v):
                 torch._dynamo.mark_static(t)
 
     def _inductor(self, gm: torch.fx.GraphModule, example_inputs):

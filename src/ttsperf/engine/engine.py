@@ -149,9 +149,6 @@ class Engine:
         tok = self.pipe.tokenizer
         return tok.ids(tok.decorate_code_prompt(request.text, request.prompt))
 
-    def prompt_tokens(self, request: SynthRequest) -> int:
-        return len(self.prompt_ids(request))
-
     def stop(self, drain: bool = True, timeout: float | None = None) -> None:
         """Stop admitting; with drain, answer everything accepted first, else fail it (shutdown)."""
         self.worker.stop(drain, timeout)

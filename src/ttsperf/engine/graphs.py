@@ -58,7 +58,7 @@ def capture(
     torch.cuda.current_stream().wait_stream(side)
     before()
     graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph, pool=pool, **({"stream": stream} if stream is not None else {})):
+    with torch.cuda.graph(graph, pool=pool, stream=stream):
         out = run()
     return graph, out
 

@@ -71,10 +71,10 @@ def engine_step(model: ChatTTSModel, codes, positions, past_keys, past_values) -
     """What the engine computes for one step on these slots: model/step.py's Step over KVSlots."""
     layers, batch, heads, context, head_dim = past_keys.shape
     slots = KVSlots(layers, batch, heads, context, head_dim, dtype=past_keys.dtype, device=past_keys.device)
-    slots.keys.copy_(past_keys)  # every layer's K (and V): one tensor, as the graph's inputs are
-    slots.values.copy_(past_values)
+    slots.k.copy_(past_keys)  # every layer's K (and V): one tensor, as the graph's inputs are
+    slots.v.copy_(past_values)
     hidden, logits = Step(model.embed, SlotForward(model.gpt), slots)(codes, positions)
-    return logits, hidden, slots.keys, slots.values
+    return logits, hidden, slots.k, slots.v
 
 
 def export_graph(model: ChatTTSModel, cfg: ModelConfig, out: Path) -> None:

@@ -40,11 +40,11 @@ class KVSlots:
         device: torch.device,
     ):
         shape = (layers, max_batch, kv_heads, max_len, head_dim)
-        self.keys = torch.zeros(shape, dtype=dtype, device=device)
-        self.values = torch.zeros(shape, dtype=dtype, device=device)
-        # k[layer] is a view made where it is used, in that grad mode: views made once and kept
-        # (unbind's, or any made under no_grad) may not be written in place with grad on
-        self.k, self.v = self.keys, self.values
+        # every layer's K (and V) in one tensor; k[layer] is a view made where it is used, in that
+        # grad mode: views made once and kept (unbind's, or any made under no_grad) may not be
+        # written in place with grad on
+        self.k = torch.zeros(shape, dtype=dtype, device=device)
+        self.v = torch.zeros(shape, dtype=dtype, device=device)
         self.max_batch, self.max_len, self.dtype = max_batch, max_len, dtype
 
     @staticmethod
@@ -59,7 +59,7 @@ class KVSlots:
 
     @property
     def nbytes(self) -> int:
-        return self.keys.nbytes + self.values.nbytes
+        return self.k.nbytes + self.v.nbytes
 
     def write_step(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: (B, kv_heads, head_dim) at each row's own position (rows = slots 0..B-1)."""
@@ -83,9 +83,10 @@ class KVSlots:
         """Copy slots src[i]'s first `length` positions into slots dst[i], every layer at once (a
         gather, then a scatter). The gather's copy is bounded (MOVE_BYTES) by moving the layers
         in groups: the caching allocator keeps it for the next moves."""
-        layers, per_layer = self.keys.shape[0], src.numel() * self.k[0][0, :, :length].nbytes
+        layers, _, heads, _, head_dim = self.k.shape
+        per_layer = src.numel() * heads * length * head_dim * self.k.element_size()
         group = max(1, MOVE_BYTES // max(1, per_layer))
         for first in range(0, layers, group):
-            for t in (self.keys, self.values):
+            for t in (self.k, self.v):
                 part = t[first : first + group]
                 part[:, dst, :, :length] = part[:, src, :, :length]

@@ -17,6 +17,7 @@ mirror, rows joining and leaving).
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import fields
 
 import torch
 
@@ -24,7 +25,7 @@ from ttsperf.model.forward import SlotForward
 from ttsperf.model.gpt import Embed
 from ttsperf.model.kv import KV
 from ttsperf.model.sampling import PENALTY_WINDOW, RowParams, sample, uniforms
-from ttsperf.model.transfer import to_device
+from ttsperf.model.transfer import ALIGN, to_device
 
 Outputs = tuple[torch.Tensor, torch.Tensor]
 StepFn = Callable[[torch.Tensor, torch.Tensor, int], Outputs]  # (codes, positions, length)
@@ -74,22 +75,26 @@ def pad_prompts(
     return [ids, text, last, torch.arange(first, first + rows)]
 
 
-def packed_columns(
-    max_batch: int, columns: list[tuple[tuple[int, ...], torch.dtype]], device: torch.device
-) -> tuple[torch.Tensor, list[torch.Tensor]]:
+Layout = dict[str, tuple[tuple[int, ...], torch.dtype]]  # a column's name -> its shape per row, dtype
+
+
+def packed_columns(max_batch: int, layout: Layout, device: torch.device) -> tuple[torch.Tensor, dict]:
     """Per-row columns of any dtype and shape -> one zeroed (max_batch, bytes) buffer and each
-    column as a view of it, (max_batch, *shape): a row's columns move in one indexed copy of the
-    buffer, not one per column. Each column starts 8-byte aligned."""
-    sizes = [torch.Size(shape).numel() * dtype.itemsize for shape, dtype in columns]
-    starts = [0]
-    for size in sizes:
-        starts.append(starts[-1] + -(-size // 8) * 8)
-    buffer = torch.zeros(max_batch, starts[-1], dtype=torch.uint8, device=device)
-    views = [
-        buffer[:, start : start + size].view(dtype).view(max_batch, *shape)
-        for (shape, dtype), start, size in zip(columns, starts, sizes, strict=False)
-    ]
+    column by name as a view of it, (max_batch, *shape): a row's columns move in one indexed copy
+    of the buffer, not one per column. Each column starts aligned (model/transfer.py's ALIGN)."""
+    starts, end = {}, 0
+    for name, (shape, dtype) in layout.items():
+        starts[name] = end
+        end += -(-torch.Size(shape).numel() * dtype.itemsize // ALIGN) * ALIGN
+    buffer = torch.zeros(max_batch, end, dtype=torch.uint8, device=device)
+    views = {}
+    for name, (shape, dtype) in layout.items():
+        size = torch.Size(shape).numel() * dtype.itemsize
+        views[name] = buffer[:, starts[name] : starts[name] + size].view(dtype).view(max_batch, *shape)
     return buffer, views
+
+
+PARAMS = [f.name for f in fields(RowParams)]  # the sampling settings' columns, in RowParams' order
 
 
 class Rows:
@@ -111,19 +116,20 @@ class Rows:
         i64, f32, b8 = torch.long, torch.float32, torch.bool
         self.codes = torch.zeros(max_batch, num_vq, dtype=i64, device=device)  # the next input
         self.positions = torch.zeros(max_batch, dtype=i64, device=device)  # next token's KV position
-        self._layout = [
-            ((), i64),  # steps: codes accepted so far (= hidden states kept)
-            ((), i64),  # limits
-            ((), b8),  # forced: length from the speech-rate model
-            ((), b8),  # done: sampled EOS
-            ((), i64),  # keys: stateless sampling, seed_key of the row's seed
-            ((num_vq, PENALTY_WINDOW), i64),  # history
-            ((), f32), ((), f32), ((), i64), ((), f32), ((), b8),  # RowParams' fields
-        ]  # fmt: skip
+        self._layout: Layout = {
+            "steps": ((), i64),  # codes accepted so far (= hidden states kept)
+            "limits": ((), i64),
+            "forced": ((), b8),  # length from the speech-rate model
+            "done": ((), b8),  # sampled EOS
+            "keys": ((), i64),  # stateless sampling: seed_key of the row's seed
+            "history": ((num_vq, PENALTY_WINDOW), i64),
+            "temperature": ((), f32), "top_p": ((), f32), "kept": ((), i64), "penalty": ((), f32),
+            "greedy": ((), b8),
+        }  # fmt: skip
         self._row_bytes, columns = packed_columns(max_batch, self._layout, device)
-        self.steps, self.limits, self.forced, self.done, self.keys = columns[:5]
-        self.history = columns[5].fill_(-1)
-        self.params = RowParams(*columns[6:])
+        self.steps, self.limits, self.forced = columns["steps"], columns["limits"], columns["forced"]
+        self.done, self.keys, self.history = columns["done"], columns["keys"], columns["history"].fill_(-1)
+        self.params = RowParams(*(columns[n] for n in PARAMS))
         # one spare step: a row that is no longer live writes its (ignored) state there
         self.hidden = torch.zeros(max_batch, max_new_tokens + 1, hidden_size, dtype=f32, device=device)
         self._arange = torch.arange(max_batch, device=device)
@@ -157,10 +163,15 @@ class Rows:
         Their packed columns are built on the host, no step taken, no EOS, an empty history, and
         go with the positions in one copy that does not wait for the device."""
         record, columns = packed_columns(sl.stop - sl.start, self._layout, torch.device("cpu"))
-        _, lim, forc, _, key, history, *fields = columns
-        for t, v in zip((lim, forc, key, *fields), (limits, forced, keys, *params.fields()), strict=True):
-            t.copy_(torch.as_tensor(v))
-        history.fill_(-1)
+        given = {
+            "limits": limits,
+            "forced": forced,
+            "keys": keys,
+            **dict(zip(PARAMS, params.fields(), strict=True)),
+        }
+        for name, values in given.items():
+            columns[name].copy_(torch.as_tensor(values))
+        columns["history"].fill_(-1)
         record, at = to_device(self.device, record, torch.as_tensor(positions, dtype=torch.long))
         self._row_bytes[sl] = record
         self.positions[sl] = at
