@@ -18,6 +18,8 @@ table (listeners, ok, 503s, audio s/s, TTFA p50/p99, underrun p99, GPU busy, fro
 requests per prefill call and wall ms per engine turn from the server's /metrics, the SLO verdict)
 is printed and written to --out/table.md. With `--engines N` serve runs N engine processes (each
 `--max-batch`); the engine CPU column and the timers' shares are then summed over the N.
+`--steps-per-turn K` serves K decode steps per host turn (the engine's per-turn host work spread
+over K steps).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def start_server(a: argparse.Namespace, out: Path) -> tuple[subprocess.Popen, st
     flags += ["--max-batch", str(a.max_batch), "--max-queue", str(a.max_queue)]
     flags += ["--first-chunk-steps", str(a.first_chunk_steps), "--port", str(port)]
     flags += ["--engines", str(a.engines)] if a.engines > 1 else []
+    flags += ["--steps-per-turn", str(a.steps_per_turn)] if a.steps_per_turn > 1 else []
     print("serve:", " ".join(["ttsperf serve", *flags]), flush=True)
     started = time.monotonic()
     proc = subprocess.Popen(
@@ -142,6 +145,7 @@ def main() -> None:
     p.add_argument("--max-batch", type=int, default=256)
     p.add_argument("--max-queue", type=int, default=256)
     p.add_argument("--first-chunk-steps", type=int, default=24)
+    p.add_argument("--steps-per-turn", type=int, default=1, help="serve's --steps-per-turn")
     p.add_argument("--check-users", type=int, default=485, help="plan's check command's --users")
     p.add_argument("--loads", default="150,300,600,1000", help="warm loads, listeners")
     p.add_argument("--requests", type=int, default=400)

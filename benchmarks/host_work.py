@@ -3,7 +3,8 @@ another (issue 33's must-show: the front's and the engine's host work measured a
 
     git worktree add /tmp/base-3dd0b04 3dd0b04
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/host_work.py \\
-        --base /tmp/base-3dd0b04 [--users 12] [--requests 48] [--rounds 3] [--engines 1]
+        --base /tmp/base-3dd0b04 [--users 12] [--requests 48] [--rounds 3] [--engines 1] \\
+        [--steps-per-turn 1,4]
 
 Each tree serves `tiny` (`serve --synthetic --config tiny --max-batch 64 --max-queue 256`, the
 tree's own code through PYTHONPATH) with one torch thread (OMP_NUM_THREADS=1: a compute call runs
@@ -11,7 +12,8 @@ on the engine's own thread), and this tree's bench sends both the same load: `--
 listeners, streamed, `--requests` in all (each plays its reply in real time before asking again,
 so tiny's batch stays small), or with `--concurrency N` N streamed requests back to back (the
 batch stays full, and requests per turn come nearer what an H200 saw at 200 listeners). Around
-the load the script reads the server's /metrics (decode steps = turns that stepped; prefill calls
+the load the script reads the server's /metrics (decode steps: a "turn" below is one
+decode step, which `serve --steps-per-turn K` runs K of per host turn; prefill calls
 and seconds; step and audio-call seconds) and every thread's CPU seconds in every server process
 (psutil). Per tree:
 - requests per prefill call and prefill ms per request;
@@ -101,13 +103,14 @@ def settled_compute(folder: Path) -> dict[int, float]:
     return compute_seconds(folder)
 
 
-def run(src: Path, args: argparse.Namespace, work: Path, engines: int) -> dict:
+def run(src: Path, args: argparse.Namespace, work: Path, engines: int, steps: int = 1) -> dict:
     """One tree under the load. Where its engine runs in child processes (the front apart: every
     tree since the split), those are the engine's process; otherwise the server's own."""
     port = free_port()
     cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
     cmd += ["--config", "tiny", "--max-batch", "64", "--max-queue", "256", "--port", str(port)]
     cmd += ["--log-level", "warning", *(["--engines", str(engines)] if engines > 1 else [])]
+    cmd += ["--steps-per-turn", str(steps)] if steps > 1 else []
     timed = work / "compute"
     timed.mkdir()
     env = {**os.environ, "PYTHONPATH": f"{TIMER}{os.pathsep}{src}", "OMP_NUM_THREADS": "1"}
@@ -179,14 +182,22 @@ def main() -> None:
     p.add_argument("--requests", type=int, default=48)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--engines", type=int, default=1, help="this tree's `serve --engines`")
+    p.add_argument(
+        "--steps-per-turn",
+        default="1",
+        help="this tree's `serve --steps-per-turn`, or several (1,4: a row each)",
+    )
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="host-work-"))
-    trees = {"base": (tree_src(args.base), 1), "this": (ROOT / "src", args.engines)}
+    steps = [int(k) for k in args.steps_per_turn.split(",")]
+    trees = {"base": (tree_src(args.base), 1, 1)}
+    for k in steps:
+        trees["this" if k == 1 else f"this, {k} steps a turn"] = (ROOT / "src", args.engines, k)
     found: dict[str, list[dict]] = {name: [] for name in trees}
     for r in range(args.rounds):
-        for name, (src, engines) in trees.items():
-            (work / f"{name}-{r}").mkdir()
-            found[name].append(run(src, args, work / f"{name}-{r}", engines))
+        for i, (name, (src, engines, k)) in enumerate(trees.items()):
+            (work / f"{i}-{r}").mkdir()
+            found[name].append(run(src, args, work / f"{i}-{r}", engines, k))
             print(f"{name} round {r}: {found[name][-1]}", flush=True)
 
     def med(name: str, key: str, digits: int = 2) -> str:
@@ -202,7 +213,7 @@ def main() -> None:
           "outside compute ms/turn | front CPU ms/req | front CPU ms/chunk |")  # fmt: skip
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name in trees:
-        label = f"{args.base.name} (base)" if name == "base" else "this tree"
+        label = f"{args.base.name} (base)" if name == "base" else name.replace("this", "this tree")
         keys = ("per_prefill", "prefill_ms_per_request", "worker_ms_per_turn", "timers_ms_per_turn",
                 "engine_other_ms_per_turn", "compute_ms_per_turn", "python_ms_per_turn",
                 "front_ms_per_request", "front_ms_per_chunk")  # fmt: skip
@@ -213,8 +224,9 @@ def main() -> None:
         ("python_ms_per_turn", "engine process's Python outside compute per turn"),
         ("front_ms_per_request", "front CPU per request"),
     ):
-        base, this = (statistics.median(x[key] for x in found[n]) for n in ("base", "this"))
-        print(f"{what}, base / this: {base / this:.2f}x")
+        base = statistics.median(x[key] for x in found["base"])
+        for name in list(trees)[1:]:
+            print(f"{what}, base / {name}: {base / statistics.median(x[key] for x in found[name]):.2f}x")
     print(
         "command: flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/host_work.py "
         + " ".join(sys.argv[1:])

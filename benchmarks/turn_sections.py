@@ -5,7 +5,7 @@ compute that hides it on a CPU).
 
     git worktree add /tmp/base-48b02e7 48b02e7
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/turn_sections.py \\
-        --base /tmp/base-48b02e7 [--clients 24] [--requests 96] [--rounds 3]
+        --base /tmp/base-48b02e7 [--clients 24] [--requests 96] [--rounds 3] [--steps-per-turn 1,4]
 
 Each tree (its own code through PYTHONPATH, in a process of its own, one torch thread) runs the
 engine in that process on `tiny` (synthetic weights, max batch 64): `--clients` threads each
@@ -16,8 +16,9 @@ its status read, the events that answer and hand out audio, rows leaving, admiss
 and the turn's message), the engine thread's CPU seconds in each, less the CPU spent inside the
 model's forward, sampling and vocoder there (`_compute_timer/sitecustomize.py`, as
 host_work.py). Parts nest (`launch` holds `send`; `after` holds `emit` and `sink`); `turn` is the
-whole turn. Each wrapper adds about a microsecond: compare trees, not absolute values. Medians
-over `--rounds`, the trees alternating.
+whole turn. Figures are per decode step (a turn runs `--steps-per-turn` of them: this tree once
+per value given). Each wrapper adds about a microsecond: compare trees, not absolute values.
+Medians over `--rounds`, the trees alternating.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ PARTS = [
 ]
 
 
-def inner(clients: int, requests: int) -> dict[str, float]:
+def inner(clients: int, requests: int, steps: int) -> dict[str, float]:
     """In this process (the tree on PYTHONPATH, the compute timer imported first)."""
     import importlib
 
@@ -87,7 +88,9 @@ def inner(clients: int, requests: int) -> dict[str, float]:
         owner = getattr(importlib.import_module(module), cls)
         if hasattr(owner, method):
             setattr(owner, method, timed(name, getattr(owner, method)))
-    engine = Engine(Pipeline.synthetic_model(TINY, seed=0), EngineConfig(max_batch=64, max_queue=256))
+    more = {"steps_per_turn": steps} if steps > 1 else {}  # a base without the setting: 1
+    config = EngineConfig(max_batch=64, max_queue=256, **more)
+    engine = Engine(Pipeline.synthetic_model(TINY, seed=0), config)
     outbox: list[bytes] = []
 
     def flush() -> None:
@@ -119,9 +122,9 @@ def inner(clients: int, requests: int) -> dict[str, float]:
         t.start()
     for t in threads:
         t.join()
-    turns = engine.stats.step_seconds.n
+    decode_steps = engine.stats.step_seconds.n  # every step of every turn
     engine.stop(drain=False, timeout=10)
-    return {"turns": turns, **{name: 1e6 * s / turns for name, s in spent.items()}}
+    return {"steps": decode_steps, **{name: 1e6 * s / decode_steps for name, s in spent.items()}}
 
 
 def main() -> None:
@@ -136,31 +139,35 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=24)
     p.add_argument("--requests", type=int, default=96)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--steps-per-turn", default="1", help="this tree's engine setting, or several (1,4: a column each)"
+    )
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.inner:
-        print(json.dumps(inner(args.clients, args.requests)))
+        print(json.dumps(inner(args.clients, args.requests, int(args.steps_per_turn))))
         return
     trees = {
-        "this tree": ROOT / "src",
-        **({f"{args.base.name} (base)": tree_src(args.base)} if args.base else {}),
+        ("this tree" if k == "1" else f"this, {k} a turn"): (ROOT / "src", k)
+        for k in args.steps_per_turn.split(",")
     }
+    if args.base:
+        trees[f"{args.base.name} (base)"] = (tree_src(args.base), "1")
     found: dict[str, list[dict]] = {name: [] for name in trees}
     for r in range(args.rounds):
-        for name, src in trees.items():
+        for name, (src, k) in trees.items():
             env = {**os.environ, "PYTHONPATH": f"{HERE / '_compute_timer'}{os.pathsep}{src}"}
             env.update(OMP_NUM_THREADS="1", TTSPERF_COMPUTE_DIR=os.environ.get("TMPDIR", "/tmp"))
             cmd = [sys.executable, __file__, "--inner", "--clients", str(args.clients)]
-            res = subprocess.run(
-                [*cmd, "--requests", str(args.requests)], env=env, capture_output=True, text=True
-            )
+            cmd += ["--requests", str(args.requests), "--steps-per-turn", k]
+            res = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if res.returncode:
                 raise SystemExit(f"{name}: {res.stderr.strip()[-2000:]}")
             found[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
-            print(f"round {r}, {name}: {found[name][-1]['turns']} turns", file=sys.stderr, flush=True)
+            print(f"round {r}, {name}: {found[name][-1]['steps']} steps", file=sys.stderr, flush=True)
     names = [part[3] for part in PARTS] + ["events: sink (PCM)", "the turn's message"]
     print(f"tiny, {args.clients} clients, {args.requests} streamed zh-8s requests, one torch thread;\n"
-          f"the engine thread's CPU us per turn outside compute, medians of {args.rounds}")  # fmt: skip
+          f"the engine thread's CPU us per step outside compute, medians of {args.rounds}")  # fmt: skip
     print("| part | " + " | ".join(trees) + " |")
     print("|---|" + "---|" * len(trees))
     for part in names:

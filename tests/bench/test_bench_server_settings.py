@@ -89,6 +89,15 @@ def test_a_server_of_several_engines_says_so_in_its_summary():
     assert s.summary() == "eager, max batch 8, queue 64, 2 engines, each with that batch and queue"
 
 
+def test_a_server_of_several_steps_a_turn_says_so_in_its_summary():
+    four = {"switches": {}, "config": {"steps_per_turn": 4}, "max_batch": 8, "max_queue": 64}
+    s = from_healthz(four, "u")
+    assert s.steps_per_turn == 4
+    assert s.summary() == "eager, max batch 8, queue 64, 4 steps a turn"
+    one = from_healthz({**four, "config": {"steps_per_turn": 1}}, "u")
+    assert one.steps_per_turn == 1 and one.summary() == "eager, max batch 8, queue 64"
+
+
 def test_the_healthz_url_is_at_the_host_s_root():
     assert healthz_url("http://h:8080") == "http://h:8080/healthz"
     assert healthz_url("https://h/v1/audio/speech?x=1") == "https://h/healthz"

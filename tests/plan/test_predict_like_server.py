@@ -147,14 +147,22 @@ def test_bench_of_a_live_ttsperf_server_then_predict_takes_its_settings(tmp_path
     assert p.server["line"].endswith(f"(/healthz, ttsperf {run.server.version}, tiny on cpu)")
 
 
-def test_a_run_of_several_engines_is_predicted_as_one_and_says_so(runs, tmp_path):
-    """plan models one engine process per card: a run of `serve --engines 2` is not what it
-    predicts, and the server line says so rather than compare them silently."""
+@pytest.mark.parametrize(
+    ("field", "value", "said"),
+    [
+        ("engines", 2, "ran 2 engines (serve --engines)"),
+        ("steps_per_turn", 4, "ran 4 steps a turn (serve --steps-per-turn)"),
+    ],
+)
+def test_a_run_plan_does_not_model_is_predicted_as_one_and_says_so(runs, tmp_path, field, value, said):
+    """plan models one engine process per card and prices a host turn per decode step: a run of
+    `serve --engines 2` or `--steps-per-turn 4` is not what it predicts, and the server line says
+    so rather than compare them silently."""
     data = json.loads(open(runs["gpu"], encoding="utf-8").read())
-    data["server"]["engines"] = 2
-    path = tmp_path / "two.json"
+    data["server"][field] = value
+    path = tmp_path / "other.json"
     path.write_text(json.dumps(data), encoding="utf-8")
     p = predict(gpus=CARD, like=str(path))
-    assert p.server["engines"] == 2
-    assert p.server["line"] == LINE + "; the run's server ran 2 engines (serve --engines): predicted as one"
-    assert "engines" not in predict(gpus=CARD, like=runs["gpu"]).server
+    assert p.server[field] == value
+    assert p.server["line"] == LINE + f"; the run's server {said}: predicted as one"
+    assert field not in predict(gpus=CARD, like=runs["gpu"]).server

@@ -216,6 +216,7 @@ class ServerSettings(BaseModel):
     max_queue: int | None = None
     engines: int | None = None  # serve --engines: engine processes, each with max_batch and max_queue
     first_chunk_steps: int | None = None
+    steps_per_turn: int | None = None  # serve --steps-per-turn: decode steps per host turn
     chunk_steps: int | None = None
     max_new_tokens: int | None = None
     device: str | None = None
@@ -233,6 +234,8 @@ class ServerSettings(BaseModel):
             parts.append(f"{self.engines} engines, each with that batch and queue")
         if self.first_chunk_steps is not None:
             parts.append(f"first chunk {self.first_chunk_steps} steps")
+        if self.steps_per_turn is not None and self.steps_per_turn > 1:
+            parts.append(f"{self.steps_per_turn} steps a turn")
         return ", ".join(parts)
 
 

@@ -96,6 +96,7 @@ def from_healthz(data: Any, source: str) -> ServerSettings | None:
         max_queue=_int(data.get("max_queue")),
         engines=_int(data.get("engines")),
         first_chunk_steps=_int(config.get("first_chunk_steps")),
+        steps_per_turn=_int(config.get("steps_per_turn")),
         chunk_steps=_int(config.get("chunk_steps")),
         max_new_tokens=_int(config.get("max_new_tokens")),
         device=_str(data.get("device")),

@@ -11,6 +11,7 @@ from ttsperf.errors import UserError
 
 AUTO_BATCH_CAP = 64  # --max-batch auto never goes past this, whatever the memory
 GIB = 1024**3
+MAX_STEPS_PER_TURN = 64  # 1.4 s of audio between a turn's events: more would only delay them
 
 
 def default_queue(max_batch: int) -> int:
@@ -51,6 +52,12 @@ class EngineConfig:
     # `prefill_wait` seconds (admission.py `due`); an idle engine prefills at once.
     prefill_wait: float = 0.02
     prefill_rows: int = 8
+    # Decode steps per host turn (vLLM's multi-step scheduling, vllm-project/vllm#7000): the host
+    # launches this many steps, then reads one status for all of them, so its per-turn work
+    # (the status read, the events, admission, the turn's message) is spread over them. Chunks
+    # are cut where they were due, so the audio is the same; events come up to this many steps
+    # later, and a row that finishes runs the turn out, taking nothing.
+    steps_per_turn: int = 1
     request_timeout: float = 300.0
     # --max-batch auto sizes the slots to this share of the free memory's headroom: 1/N when N
     # engines share one device (serve --engines N, engine/pool.py)
@@ -73,10 +80,16 @@ class EngineConfig:
             "chunk_steps",
             "prefill_tokens",
             "prefill_rows",
+            "steps_per_turn",
         )
         for name in names:
             if getattr(self, name) < 1:
                 raise UserError(f"--{name.replace('_', '-')} {getattr(self, name)}: expected at least 1")
+        if self.steps_per_turn > MAX_STEPS_PER_TURN:
+            raise UserError(
+                f"--steps-per-turn {self.steps_per_turn}: expected at most {MAX_STEPS_PER_TURN} "
+                "(events wait that many steps)"
+            )
         if not 0 <= self.prefill_wait <= 1:
             raise UserError(f"--prefill-wait {self.prefill_wait * 1000:g}ms: expected 0 to 1000 ms")
         if not 0 < self.memory_share <= 1:

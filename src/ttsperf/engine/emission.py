@@ -37,25 +37,44 @@ class Emission:
         b = len(steps)
         finished = out.done | (steps >= t.limit[:b])
         gone = t.gone(time.monotonic(), cancelled)
-        due = t.stream[:b] & ~finished & (steps >= t.next_emit[:b])
-        t.next_emit[:b][due] = steps[due] + self.chunk_steps
-        leaving, emitting = [], []
+        due = t.stream[:b] & (steps >= t.next_emit[:b])
+        leaving, emitting, ending = [], [], []
         for slot in np.flatnonzero(finished | due | gone).tolist():
             if gone[slot]:
                 leaving.append(slot)
                 self._answer_gone(t.handle[slot], int(steps[slot]))
                 continue
-            if finished[slot]:
-                leaving.append(slot)
-            window = self.runner.window(
-                slot, int(steps[slot]), int(t.emitted[slot]), final=bool(finished[slot])
-            )
+            n, final = int(steps[slot]), bool(finished[slot])
+            emitted = int(t.emitted[slot])
+            if due[slot]:
+                emitted = self._chunks(slot, n, final and not out.done[slot], emitted, emitting)
+            if not final:
+                continue
+            leaving.append(slot)
+            window = self.runner.window(slot, n, emitted, final=True)
             if window is not None:
                 emitting.append(window)
-            elif finished[slot]:
-                self.replies.finish(t, slot, int(steps[slot]), bool(out.done[slot]))
-        self._emit(emitting, out, finished)
+            if emitting and emitting[-1].slot == slot:
+                ending.append(slot)  # answered once its chunks are out
+            else:
+                self.replies.finish(t, slot, n, bool(out.done[slot]))
+        self._emit(emitting, out, ending)
         return leaving
+
+    def _chunks(self, slot: int, steps: int, at_limit: bool, emitted: int, into: list[Window]) -> int:
+        """A streaming row's chunks due by `steps`, each cut at its own boundary (next_emit), not
+        where the row is now: a turn of several steps, or a status read a step late, cuts the same
+        chunks as reading every step at once. A row that reached its length limit on a boundary
+        ends there with its final chunk instead, as when read at once. -> samples emitted after them."""
+        t, boundary = self.table, int(self.table.next_emit[slot])
+        while boundary < steps or (boundary == steps and not at_limit):
+            window = self.runner.window(slot, boundary, emitted, final=False)
+            if window is not None:
+                into.append(window)
+                emitted = window.end
+            boundary += self.chunk_steps
+        t.next_emit[slot] = boundary
+        return emitted
 
     def _answer_gone(self, handle: RequestHandle, steps: int) -> None:
         if handle.cancelled.is_set():
@@ -63,8 +82,9 @@ class Emission:
         else:
             self.replies.fail(handle, "timeout", f"deadline passed after {steps} steps")
 
-    def _emit(self, windows: list[Window], out: StepOutput, finished: np.ndarray) -> None:
-        """Decode every window in one call; hand each row its chunk; answer the rows it ends."""
+    def _emit(self, windows: list[Window], out: StepOutput, ending: list[int]) -> None:
+        """Decode every window in one call; hand each row its chunks, in order; answer the rows
+        in `ending` once theirs are out."""
         t = self.table
         t0 = time.perf_counter()
         decoded = self.runner.emit(windows)
@@ -76,5 +96,5 @@ class Emission:
             if samples.size:
                 t.handle[slot].put(AudioChunk(samples, self.sample_rate, int(t.chunks[slot])))
                 t.chunks[slot] += 1
-            if finished[slot]:
-                self.replies.finish(t, slot, int(out.steps[slot]), bool(out.done[slot]))
+        for slot in ending:
+            self.replies.finish(t, slot, int(out.steps[slot]), bool(out.done[slot]))

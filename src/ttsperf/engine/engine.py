@@ -22,6 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import asdict
+from functools import partial
 
 import torch
 
@@ -86,7 +87,8 @@ class Engine:
         self.emission = Emission(
             self.runner, self.table, self.replies, self.stats, c.chunk_steps, pipe.cfg.sample_rate
         )
-        self._launch_step = inject_oom(self.runner.launch, c.inject_oom_at_steps)  # the runner's own when off
+        # a turn's steps (config.steps_per_turn), the runner's own launch when no fault is injected
+        self._launch_step = inject_oom(partial(self.runner.launch, c.steps_per_turn), c.inject_oom_at_steps)
         self._launches: deque[tuple[int, float]] = deque()  # (batch, launch seconds) not yet read
         # on a GPU the host reads step N while step N+1 runs; on a CPU a step is done when its
         # launch returns, so reading it a step later would only delay every event by a step
@@ -273,14 +275,14 @@ class Engine:
             self._events()  # with overlap step N-1's, while step N runs
 
     def _events(self) -> None:
-        """The oldest launched step's status: answer and hand out what it says, rows leave. The
-        step's seconds: on a GPU its time on the device (events around it), on a CPU its launch,
-        which computes it, and this wait."""
+        """The oldest launched turn's status: answer and hand out what it says, rows leave. Its
+        steps' seconds: on a GPU their time on the device (events around them), on a CPU their
+        launch, which computes them, and this wait."""
         batch, launch_seconds = self._launches.popleft()
         t0 = time.perf_counter()
         out = self.runner.collect()
         seconds = out.seconds if out.seconds is not None else launch_seconds + time.perf_counter() - t0
-        self.stats.observe_step(batch, seconds)
+        self.stats.observe_step(batch, seconds, self.config.steps_per_turn)
         self.stats.decode_steps += out.taken
         leaving = self.emission.after(out, self.queue.cancelled)
         if leaving:

@@ -112,7 +112,11 @@ class Runner:
         )  # fmt: skip
         self.forward = SlotForward(pipe.model.gpt)
         self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
-        self.state = BatchState(max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device)
+        self.last_position = capacity - 1
+        self.state = BatchState(
+            max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device,
+            last_position=self.last_position,
+        )  # fmt: skip
         self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile)
         # the audio call's own stream (CUDA): it runs beside the next decode step (emit)
         self.audio_stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
@@ -202,16 +206,21 @@ class Runner:
         self.launch()
         return self.collect()
 
-    def launch(self) -> None:
-        """Queue one decode step for every row (graphed where captured) and the copy of its status
-        to the host, with no host read: on a GPU the call returns while the step runs."""
+    def launch(self, steps: int = 1) -> None:
+        """Queue `steps` decode steps for every row (graphed where captured) and the copy of the
+        last one's status to the host, with no host read: on a GPU the call returns while they
+        run. Every row moves one position a step (a finished row too, at most to the slot's last)."""
         s, h = self.state, self.state.host
-        b = s.size
-        length = int(h.positions[:b].max()) + 1  # from the host's mirror: no device sync
+        b, last = s.size, self.last_position
+        longest = int(h.positions[:b].max())  # from the host's mirror: no device sync
         top = self._top(slice(0, b))
         before = s.before_step()
-        (self.graphed or self.run_step)(b, length, top)
-        h.positions[:b] += 1
+        run = self.graphed or self.run_step
+        for i in range(steps):
+            run(b, min(longest + i, last) + 1, top)
+        positions = h.positions[:b]
+        positions += steps
+        np.minimum(positions, last, out=positions)
         s.send(before)
 
     def collect(self) -> StepOutput:

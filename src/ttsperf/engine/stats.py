@@ -49,10 +49,12 @@ class EngineStats:
     batch_size: Histogram = field(default_factory=lambda: Histogram(BATCH_BUCKETS))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def observe_step(self, batch: int, seconds: float) -> None:
+    def observe_step(self, batch: int, seconds: float, steps: int = 1) -> None:
+        """`steps` decode steps of `batch` rows that took `seconds` together (one host turn)."""
         with self._lock:
-            self.batch_size.observe(batch)
-            self.step_seconds.observe(seconds)
+            for _ in range(steps):
+                self.batch_size.observe(batch)
+                self.step_seconds.observe(seconds / steps)
 
     def count(self, status: str) -> None:
         with self._lock:

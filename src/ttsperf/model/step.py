@@ -111,8 +111,13 @@ class Rows:
         max_new_tokens: int,
         eos_token: int,
         device: torch.device,
+        last_position: int | None = None,
     ):
         self.device, self.num_vq, self.eos = device, num_vq, eos_token
+        # the KV slots' last position: a row that finished and still runs (a turn of several
+        # steps, or one step ahead) writes its ignored K/V there, never past the slot. None: no
+        # row runs past its limit (the pipeline)
+        self.last_position = last_position
         i64, f32, b8 = torch.long, torch.float32, torch.bool
         self.codes = torch.zeros(max_batch, num_vq, dtype=i64, device=device)  # the next input
         self.positions = torch.zeros(max_batch, dtype=i64, device=device)  # next token's KV position
@@ -198,4 +203,7 @@ def advance(step: StepFn, rows: Rows, b: int, length: int, top: int) -> None:
     """One decode step of rows 0..b-1 on the device, no host read: forward, accept, move on."""
     hidden, logits = step(rows.codes[:b], rows.positions[:b], length)
     rows.accept(slice(0, b), hidden, logits, top)
-    rows.positions[:b] += 1
+    positions = rows.positions[:b]
+    positions += 1
+    if rows.last_position is not None:
+        positions.clamp_(max=rows.last_position)

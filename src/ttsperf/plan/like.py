@@ -62,6 +62,7 @@ class RunServer:
     source: str  # where bench read it, e.g. http://127.0.0.1:8080/healthz
     about: str  # its version, model and device, e.g. "ttsperf 0.1.0, tiny on cpu"
     engines: int | None = None  # serve --engines (None: one, or not said)
+    steps_per_turn: int | None = None  # serve --steps-per-turn (None: one, or not said)
 
     @classmethod
     def read(cls, block: Any) -> RunServer | None:
@@ -87,6 +88,7 @@ class RunServer:
             max_batch=count("max_batch"), max_queue=count("max_queue"),
             first_chunk_steps=count("first_chunk_steps"),
             source=text("source") or "run.json", about=about, engines=count("engines"),
+            steps_per_turn=count("steps_per_turn"),
         )  # fmt: skip
 
 

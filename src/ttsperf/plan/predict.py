@@ -244,7 +244,8 @@ def _from_run(s: PlanSettings, srv: RunServer | None) -> tuple[PlanSettings, dic
         else:
             taken[name] = value
     several = srv.engines is not None and srv.engines > 1
-    if not (taken or overridden or profiles or several):
+    turns = srv.steps_per_turn is not None and srv.steps_per_turn > 1
+    if not (taken or overridden or profiles or several or turns):
         return s, None
     parts = [FROM_RUN[n].format(v) for n, v in taken.items()]
     where = ", ".join(x for x in (urlsplit(srv.source).path or srv.source, srv.about) if x)
@@ -258,10 +259,17 @@ def _from_run(s: PlanSettings, srv: RunServer | None) -> tuple[PlanSettings, dic
         )
     if several:  # plan models one engine process per card
         line += f"; the run's server ran {srv.engines} engines (serve --engines): predicted as one"
+    if turns:  # plan prices a host turn per decode step
+        line += (
+            f"; the run's server ran {srv.steps_per_turn} steps a turn (serve --steps-per-turn): "
+            "predicted as one"
+        )
     out = s.model_copy(update=taken) if taken else s
     info = {"source": srv.source, "taken": taken, "overridden": overridden, "line": line}
     if several:
         info["engines"] = srv.engines
+    if turns:
+        info["steps_per_turn"] = srv.steps_per_turn
     return out, info
 
 

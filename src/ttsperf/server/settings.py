@@ -55,6 +55,11 @@ class ServeSettings(ModelSettings):
     first_chunk_steps: int = Field(
         _E.first_chunk_steps, description="Steps before the first streamed chunk (24 = 0.51 s)."
     )
+    steps_per_turn: int = Field(
+        _E.steps_per_turn,
+        description="Decode steps the engine runs per host turn; its per-turn host work is spread "
+        "over them (events up to that many steps later).",
+    )
     drain_timeout: float = Field(60.0, description="On SIGTERM, seconds to finish accepted requests.")
     max_body_bytes: int = Field(64 * 1024, description="Larger request bodies get 413.")
     read_timeout: float = Field(
