@@ -24,9 +24,10 @@ is) with max batch 16, and runs its own calls under a TorchDispatchMode:
 Parts: `prefill n` (Runner.prefill of n rows into an empty batch; per request = / n), `step 8`
 (Runner.step at batch 8: launch and read its own status at once), `step 8 ahead` (where a tree
 has Runner.launch: the engine's turn one step ahead on a GPU, launch step N+1 then read step N's
-status), `leave 2 of 8` (Runner.remove of slots 0 and 3 at batch 8). The base is counted eagerly
-(it has no graphed prefill; its decode graphs are counted as in this tree only where it has
-`graphs_without_capture`).
+status), `turn of 4` (the same with 4 decode steps a turn, `serve --steps-per-turn 4`, where a
+tree has it: per step = / 4), `leave 2 of 8` (Runner.remove of slots 0 and 3 at batch 8). The
+base is counted eagerly (it has no graphed prefill; its decode graphs are counted as in this tree
+only where it has `graphs_without_capture`).
 """
 
 from __future__ import annotations
@@ -264,6 +265,12 @@ def measure(graphs: bool) -> dict[str, dict]:
         out["step 8 ahead"] = counted(lambda: (r.launch(), r.collect()))
         with torch.inference_mode(), count:
             r.collect()
+        if "steps" in inspect.signature(r.launch).parameters:  # serve --steps-per-turn
+            with torch.inference_mode(), count:
+                r.launch(4)
+            out["turn of 4"] = counted(lambda: (r.launch(4), r.collect()))
+            with torch.inference_mode(), count:
+                r.collect()
     out["leave 2 of 8"] = counted(lambda: r.remove([0, 3]))
     return out
 
@@ -294,11 +301,11 @@ def main() -> None:
             got = run_tree(root / "src", graphs)
             for part, c in got.items():
                 rows.append((name, "graphs" if graphs else "eager", part, c))
-    print("chattts on the meta device, max batch 16; per request = per call / rows")
+    print("chattts on the meta device, max batch 16; per request = per call / rows (a turn: / steps)")
     print(f"{'tree':<13}{'mode':<7}{'part':<13}{'launches':>9}{'per req':>8}", end="")
     print(f"{'nodes':>6}{'blocking':>9}{'reads':>6}{'critical':>9}")
     for name, mode, part, c in rows:
-        n = int(part.split()[1]) if part.startswith("prefill") else None
+        n = int(part.split()[1]) if part.startswith(("prefill", "turn of")) else None
         per = f"{c['launches'] / n:.0f}" if n else "-"
         print(
             f"{name[:12]:<13}{mode:<7}{part:<13}{c['launches']:>9}{per:>8}{c['nodes']:>6}"

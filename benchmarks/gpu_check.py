@@ -28,7 +28,9 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
      the graphs' padding run eagerly.
   10. one step ahead: a request alone, streamed, with the step's status read at once and one step
      ahead (CUDA graphs on a card): the same audio to the byte (section 5 times both; its
-     "cuda_graphs at once" row is the read-at-once step)
+     "cuda_graphs at once" row is the read-at-once step); and 4 decode steps a turn
+     (`--steps-per-turn 4`, section 5's "4 a turn" row): the same steps and chunks, the largest
+     sample difference
   7. streams held: closed loops of 16, 64, 128 and 256 streaming clients (5 s clips, bf16, CUDA
      graphs) for 20 s each: TTFA p50/p99 and audio s/s; the most streams at TTFA p99 <= 300 ms
 """
@@ -43,6 +45,7 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -199,26 +202,28 @@ def engine_steps(cfg, device, dtype: str, batches: list[int], quick: bool) -> li
     eager, --compile, --cuda-graphs and both; one engine per variant, rows admitted per batch and
     cancelled after. Host reads per step counted on 5 steps of each batch."""
     pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
-    # (switches, overlap): on CUDA the engine reads step N while step N+1 runs (None: its
-    # default); "at once" reads each step before launching the next, as before issue 33 item 3
-    variants: dict[str, tuple[dict, bool | None]] = {
-        "eager": ({}, None),
-        "compile": ({"compile": True}, None),
+    # (switches, overlap, steps a turn): on CUDA the engine reads step N while step N+1 runs
+    # (None: its default); "at once" reads each step before launching the next, as before issue
+    # 33 item 3; "4 a turn": serve --steps-per-turn 4 (ms and reads per decode step)
+    variants: dict[str, tuple[dict, bool | None, int]] = {
+        "eager": ({}, None, 1),
+        "compile": ({"compile": True}, None, 1),
     }
     if device.type == "cuda":
         variants |= {
-            "cuda_graphs": ({"cuda_graphs": True}, None),
-            "cuda_graphs at once": ({"cuda_graphs": True}, False),
-            "compile+cuda_graphs": ({"compile": True, "cuda_graphs": True}, None),
+            "cuda_graphs": ({"cuda_graphs": True}, None, 1),
+            "cuda_graphs at once": ({"cuda_graphs": True}, False, 1),
+            "cuda_graphs 4 a turn": ({"cuda_graphs": True}, None, 4),
+            "compile+cuda_graphs": ({"compile": True, "cuda_graphs": True}, None, 1),
         }
     else:  # the dry run: one step ahead forced, the path a card takes
-        variants |= {"eager one ahead": ({}, True)}
+        variants |= {"eager one ahead": ({}, True, 1), "eager one ahead 4 a turn": ({}, True, 4)}
     warm, measured = (2, 3) if quick else (5, 20)
     rows = []
-    for name, (switches, overlap) in variants.items():
+    for name, (switches, overlap, steps) in variants.items():
         config = EngineConfig(
             max_batch=max(batches), max_queue=max(batches), max_prompt_tokens=160, max_new_tokens=1024,
-            overlap=overlap,
+            overlap=overlap, steps_per_turn=steps,
         )  # fmt: skip
         engine = Engine(pipe, config, Switches(dtype=dtype, **switches))
         with engine._contexts():
@@ -236,7 +241,7 @@ def engine_steps(cfg, device, dtype: str, batches: list[int], quick: bool) -> li
                 t0 = time.perf_counter()
                 for _ in range(measured):
                     engine._step()
-                ms = 1000 * (time.perf_counter() - t0) / measured
+                ms = 1000 * (time.perf_counter() - t0) / measured / steps
                 with DeviceReads() as reads:
                     for _ in range(5):
                         engine._step()
@@ -246,7 +251,7 @@ def engine_steps(cfg, device, dtype: str, batches: list[int], quick: bool) -> li
                     engine._step()
                 rows.append({
                     "dtype": dtype, "batch": batch, "variant": name, "step_ms": ms,
-                    "row_steps_per_s": batch * 1000 / ms, "host_reads_per_step": reads.count / 5,
+                    "row_steps_per_s": batch * 1000 / ms, "host_reads_per_step": reads.count / 5 / steps,
                     "applied": {k: engine.switch_report[k]["applied"] for k in switches},
                     "compile_s": engine.decode_step.compile_seconds, "overlap": engine.overlap,
                     "graphs": len(engine.runner.graphed.graphs) if engine.runner.graphed else 0,
@@ -258,12 +263,15 @@ def engine_steps(cfg, device, dtype: str, batches: list[int], quick: bool) -> li
 
 
 def one_ahead_same_audio(cfg, device, dtype: str) -> dict:
-    """A request alone, streamed, its status read at once and one step ahead: the same bytes."""
+    """A request alone, streamed, its status read at once and one step ahead: the same bytes; and
+    4 steps a turn one step ahead: the same steps and chunks, samples to float rounding."""
     pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
     switches = Switches(dtype=dtype, cuda_graphs=device.type == "cuda")
     got = {}
-    for overlap in (False, True):
-        config = EngineConfig(max_batch=4, max_prompt_tokens=160, max_new_tokens=512, overlap=overlap)
+    for overlap, steps in ((False, 1), (True, 1), (True, 4)):
+        config = EngineConfig(
+            max_batch=4, max_prompt_tokens=160, max_new_tokens=512, overlap=overlap, steps_per_turn=steps
+        )
         engine = Engine(pipe, config, switches).start()
         try:
             request = SynthRequest(LONG_TEXT[:40], SamplingParams(seed=7), stream=True)
@@ -272,10 +280,22 @@ def one_ahead_same_audio(cfg, device, dtype: str) -> dict:
             while hasattr(event, "samples"):
                 chunks.append(event.samples.tobytes())
                 event = handle.next_event_blocking(timeout=300)
-            got[overlap] = (chunks, getattr(event, "steps", None))
+            got[overlap, steps] = (chunks, getattr(event, "steps", None))
         finally:
             engine.stop(drain=False, timeout=60)
-    return {"chunks": len(got[True][0]), "steps": got[True][1], "same_bytes": got[False] == got[True]}
+    (one, one_steps), (four, four_steps) = got[True, 1], got[True, 4]
+    same_cuts = one_steps == four_steps and [len(c) for c in one] == [len(c) for c in four]
+    diff = None
+    if same_cuts:  # the samples are float32 (AudioChunk)
+        diffs = [
+            np.abs(np.frombuffer(a, np.float32) - np.frombuffer(b, np.float32))
+            for a, b in zip(one, four, strict=True)
+        ]
+        diff = max((float(d.max()) for d in diffs if d.size), default=0.0)
+    return {
+        "chunks": len(one), "steps": one_steps, "same_bytes": got[False, 1] == got[True, 1],
+        "four_a_turn": {"same_steps_and_chunks": same_cuts, "largest_difference": diff},
+    }  # fmt: skip
 
 
 def _stream_client(engine, text: str, seed: int, stop: float, ttfa: list, audio: list) -> None:

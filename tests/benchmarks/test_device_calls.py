@@ -37,6 +37,14 @@ def test_one_step_ahead_takes_the_steps_read_off_the_critical_path(graphs):
         assert prefill["reads"] == prefill["blocking"] == 0
     if graphs:  # one replay and a few launches around it, whatever the rows
         assert parts["prefill 8"]["launches"] == parts["prefill 1"]["launches"] < 200
+        # a step is its replay and the status: nothing resets the padding rows (their positions
+        # stay inside their slots, Rows.last_position)
+        assert at_once["launches"] <= 3
+    # 4 steps a turn: 4 steps' launches and one status, read off the critical path
+    turn = parts["turn of 4"]
+    assert (turn["reads"], turn["critical"]) == (1, 0)
+    status = 2  # the status made on the device, then copied to the host
+    assert turn["launches"] == 4 * (ahead["launches"] - status) + status
     # rows leaving move every layer's K/V and the packed row tensors at once: a few copies, not
     # one per layer and per tensor (109 for chattts's 20 layers before), and no host read
     leave = parts["leave 2 of 8"]

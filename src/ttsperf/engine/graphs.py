@@ -71,8 +71,10 @@ class GraphedStep:
     (Runner.run_step); it reads and writes only the persistent batch tensors and the KV slots,
     whose addresses never change, so a replay needs no input copies and no output clones.
 
-    Rows past the live batch are padding: free slots at position 0, marked done so they take
-    nothing (a free slot's next prefill overwrites it); their outputs are never read."""
+    Rows past the live batch are padding: free slots, as a row that left or a warm-up left them.
+    Nothing resets them: each writes only its own slot, its position clamped inside it
+    (`Rows.last_position`), and a free slot's next prefill overwrites what it holds; their
+    outputs are never read."""
 
     # Up to 256 rows, as ChatTTS's own vLLM port captures: a 0.28 B model's step is launch-bound
     # well past batch 64 on a data-centre GPU, so eager steps there would give the overhead back.
@@ -108,9 +110,6 @@ class GraphedStep:
         if key is None:
             self.eager_steps += 1
             return self.run(b, length, top)
-        bb = key[0]
-        self.state.positions[b:bb] = 0
-        self.state.done[b:bb] = True
         replay = self.graphs.get(key)
         if replay is None:
             replay = self.graphs[key] = self._capture(*key)
