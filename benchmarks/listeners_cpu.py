@@ -4,7 +4,7 @@ beside another (issue 33: the engine in its own process against 3dd0b04's one pr
     git worktree add /tmp/base-3dd0b04 3dd0b04
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/listeners_cpu.py \
         --base /tmp/base-3dd0b04 [--config tiny] [--max-batch 64] [--users 4,96] [--repeats 1] \
-        [--engines 1,2] [--threads 1]
+        [--engines 1,2] [--threads 1] [--steps-per-turn 1,4]
 
 For each tree, in turn (`--repeats` times, alternating): `ttsperf serve --synthetic --config tiny
 --max-batch 64 --max-queue 256` (the same flags for both trees; the tree's own code through
@@ -18,7 +18,8 @@ step a card gives: what binds is the host (the event loop, the engine's loop, th
 as on a GPU. Nothing is pinned: the server's processes and bench share the cores alike for both.
 `--engines 1,2` runs this tree once per count (`serve --engines N`, --max-batch each); the base
 runs one engine. `--threads 1` sets OMP_NUM_THREADS for every server (torch's intra-op threads;
-serve --engines N gives each engine cores / N by itself). Prints a table and the command; each
+serve --engines N gives each engine cores / N by itself). `--steps-per-turn 1,4` runs this tree once
+per value as well (`serve --steps-per-turn K`). Prints a table and the command; each
 tree's bench output is kept in a printed temporary folder.
 """
 
@@ -44,11 +45,14 @@ from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
 SLO = "ttfa_p99=300ms,underrun_p99=100ms"
 
 
-def serve(src: Path, args: argparse.Namespace, log: Path, engines: int = 1) -> tuple[subprocess.Popen, str]:
+def serve(
+    src: Path, args: argparse.Namespace, log: Path, engines: int = 1, steps: int = 1
+) -> tuple[subprocess.Popen, str]:
     port = free_port()
     cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
     cmd += ["--config", args.config, "--max-batch", str(args.max_batch), "--max-queue", "256"]
     cmd += ["--engines", str(engines)] if engines > 1 else []  # the base tree has no such flag
+    cmd += ["--steps-per-turn", str(steps)] if steps > 1 else []  # nor this one
     cmd += ["--port", str(port), "--log-level", "warning"]
     env = {**os.environ, "PYTHONPATH": str(src)}
     if args.threads:  # torch's intra-op threads in every server process, both trees alike
@@ -97,15 +101,22 @@ def main() -> None:
     p.add_argument(
         "--engines", default="1", help="this tree's `serve --engines` counts, e.g. 1,2 (each a run)"
     )
+    p.add_argument(
+        "--steps-per-turn", default="1", help="this tree's `serve --steps-per-turn`, e.g. 1,4 (each a run)"
+    )
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="listeners-"))
-    # (label, source, engines): the base always one engine (it has no --engines)
-    runs = [("base", tree_src(args.base), 1)]
-    runs += [(f"this-{n}", ROOT / "src", n) for n in (int(e) for e in args.engines.split(","))]
-    found: dict[str, list[float]] = {name: [] for name, _, _ in runs}
+    # (label, source, engines, steps a turn): the base always one engine, one step a turn
+    runs = [("base", tree_src(args.base), 1, 1)]
+    runs += [
+        (f"this-{n}-{k}", ROOT / "src", n, k)
+        for n in (int(e) for e in args.engines.split(","))
+        for k in (int(s) for s in args.steps_per_turn.split(","))
+    ]
+    found: dict[str, list[float]] = {name: [] for name, *_ in runs}
     for r in range(args.repeats):
-        for name, src, engines in runs:
-            proc, url = serve(src, args, work / f"{name}-{r}-serve.log", engines)
+        for name, src, engines, steps in runs:
+            proc, url = serve(src, args, work / f"{name}-{r}-serve.log", engines, steps)
             print(f"{name} run {r}:", flush=True)
             try:
                 best, _ = most_listeners(url, args, work / f"{name}-{r}")
@@ -122,8 +133,9 @@ def main() -> None:
     print("|---|---|---|")
     base = statistics.median(found["base"])
     for name, values in found.items():
-        n = name.split("-")[-1]
+        n, k = name.split("-")[1:] if name != "base" else ("1", "1")
         label = f"{args.base.name} (base)" if name == "base" else f"this tree, --engines {n}"
+        label += f", --steps-per-turn {k}" if k != "1" else ""
         ratio = f" ({statistics.median(values) / base:.2f}x)" if base and name != "base" else ""
         print(f"| {label} | {', '.join(f'{v:g}' for v in values)} | {statistics.median(values):g}{ratio} |")
     if not base:
