@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 from test_overlap import TEXTS, events_of, requests  # this folder is on sys.path (rootdir tests)
 
 from ttsperf.engine.engine import Engine, EngineConfig
@@ -102,3 +103,25 @@ def test_a_turn_launches_k_steps_and_one_status(tiny_pipe):
 def test_a_turn_of_no_steps_or_too_many_is_refused_by_its_flag(steps, expected):
     with pytest.raises(UserError, match=f"--steps-per-turn {steps}: {expected}"):
         EngineConfig(steps_per_turn=steps).validate()
+
+
+def test_a_turn_that_fails_midway_keeps_the_host_s_positions_those_of_the_device(tiny_pipe):
+    """Out of memory at a turn's third step: the two steps before it ran, so the host's mirror of
+    the positions (from which the next step's context length comes) counts them."""
+    engine = Engine(tiny_pipe, EngineConfig(max_batch=2, max_prompt_tokens=64, max_new_tokens=40))
+    r = engine.runner
+    run, calls = r.run_step, []
+
+    def failing(*args):
+        calls.append(args)
+        if len(calls) == 3:
+            raise torch.OutOfMemoryError("injected")
+        run(*args)
+
+    r.run_step = failing
+    with engine._contexts():
+        r.prefill([Admission(TEXTS[0], "[speed_5]", SamplingParams(seed=1), 1, 40, True)])
+        with pytest.raises(torch.OutOfMemoryError):
+            r.launch(4)
+    assert len(calls) == 3 and r.launched == 0  # no status for a failed turn
+    assert int(r.state.host.positions[0]) == int(r.state.positions[0]) == calls[0][1] + 1

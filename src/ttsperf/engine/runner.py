@@ -216,11 +216,15 @@ class Runner:
         top = self._top(slice(0, b))
         before = s.before_step()
         run = self.graphed or self.run_step
-        for i in range(steps):
-            run(b, min(longest + i, last) + 1, top)
-        positions = h.positions[:b]
-        positions += steps
-        np.minimum(positions, last, out=positions)
+        ran = 0
+        try:
+            for i in range(steps):
+                run(b, min(longest + i, last) + 1, top)
+                ran += 1
+        finally:  # a step that failed (out of memory) left the steps before it run: the mirror counts them
+            positions = h.positions[:b]
+            positions += ran
+            np.minimum(positions, last, out=positions)
         s.send(before)
 
     def collect(self) -> StepOutput:
