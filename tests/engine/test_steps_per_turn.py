@@ -79,7 +79,7 @@ def test_a_row_ended_by_its_prefill_runs_its_turns_out_inside_its_slot(tiny_pipe
     engine = Engine(tiny_pipe, config).start()
     try:
         finals = [engine.submit(request).collect(timeout=60)[1] for _ in range(3)]
-        last = engine.runner.last_position
+        last = engine.runner.state.last_position
         assert int(engine.runner.state.positions.max()) <= last == engine.runner.slots.max_len - 1
     finally:
         engine.stop(drain=False, timeout=10)

@@ -112,10 +112,9 @@ class Runner:
         )  # fmt: skip
         self.forward = SlotForward(pipe.model.gpt)
         self.decode_step = DecodeStep(pipe.model, self.forward, self.slots, compile=compile)
-        self.last_position = capacity - 1
         self.state = BatchState(
             max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device,
-            last_position=self.last_position,
+            last_position=capacity - 1,
         )  # fmt: skip
         self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile)
         # the audio call's own stream (CUDA): it runs beside the next decode step (emit)
@@ -211,7 +210,7 @@ class Runner:
         last one's status to the host, with no host read: on a GPU the call returns while they
         run. Every row moves one position a step (a finished row too, at most to the slot's last)."""
         s, h = self.state, self.state.host
-        b, last = s.size, self.last_position
+        b, last = s.size, self.slots.max_len - 1  # the slots' last position (state.last_position)
         longest = int(h.positions[:b].max())  # from the host's mirror: no device sync
         top = self._top(slice(0, b))
         before = s.before_step()
