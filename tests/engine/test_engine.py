@@ -180,6 +180,35 @@ def test_out_of_memory_shrinks_the_batch_and_loses_nothing(tiny_pipe, overlap):
     assert eng.stats.ooms == 1 and eng.effective_max_batch < 4
 
 
+@pytest.mark.parametrize("where", ["prefill", "collect"])
+def test_a_bug_in_a_turn_answers_its_requests_internal_and_the_engine_goes_on(
+    tiny_pipe, overlap, monkeypatch, where, caplog
+):
+    """A failure that is not out of memory (a bug) answers the requests it touched with an
+    'internal' error, logged, and the next request is served: rows being prefilled (taken from
+    the queue, not yet running) are answered too, not left waiting forever."""
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=overlap, prefill_wait=0.0))
+    real = getattr(eng.runner, where)
+    calls = []
+
+    def failing_once(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == (1 if where == "prefill" else 3):
+            raise ValueError("a bug")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(eng.runner, where, failing_once)
+    eng.start()
+    try:
+        first = eng.submit(SynthRequest(TEXT, GREEDY)).collect(timeout=60)[1]
+        after = eng.submit(SynthRequest(TEXT, GREEDY)).collect(timeout=60)[1]
+    finally:
+        eng.stop(drain=False)
+    assert isinstance(first, SynthError) and (first.kind, first.message) == ("internal", "ValueError: a bug")
+    assert isinstance(after, SynthResult) and after.steps == tiny_pipe.generate([TEXT], GREEDY)[0].steps
+    assert "a turn failed" in caplog.text
+
+
 def test_drain_answers_everything_then_refuses(tiny_pipe, overlap):
     eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=overlap)).start()
     handles = [eng.submit(SynthRequest(t)) for t in OTHERS * 2]

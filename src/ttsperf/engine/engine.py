@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import time
 from collections import deque
@@ -40,6 +41,8 @@ from ttsperf.engine.switches import apply_switches
 from ttsperf.engine.types import RequestHandle, SynthRequest, TextTooLong
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import row_seeds
+
+log = logging.getLogger("ttsperf.engine")
 
 __all__ = ["Engine", "EngineConfig"]
 
@@ -235,7 +238,9 @@ class Engine:
                 try:
                     self._prefill(ready)
                 except Exception as exc:
-                    if not oom.is_oom(exc):
+                    if not oom.is_oom(exc):  # a bug: taken from the queue, not yet in the table
+                        for handle in ready:
+                            self.replies.fail(handle, "internal", _internal(exc))
                         raise
                     self._shrink(oom.after_prefill(ready, self.table.size))
         finally:
@@ -302,6 +307,13 @@ class Engine:
         with self.queue.lock:
             self.table.truncate(size)
 
+    def _reset(self) -> None:
+        """After a failed turn, every running row answered: no rows, and no step in flight read
+        (a step launched before the failure would be read against rows that are gone)."""
+        self._keep(0)
+        self.runner.abandon()
+        self._launches.clear()
+
     def _shrink(self, shrink: oom.Shrink) -> None:
         """Apply the OOM policy's decision."""
         self.stats.ooms += 1
@@ -314,6 +326,10 @@ class Engine:
         if shrink.max_batch is not None:
             self.effective_max_batch = shrink.max_batch
         self.queue.put_back(shrink.back)
+
+
+def _internal(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"
 
 
 class Worker:
@@ -333,9 +349,10 @@ class Worker:
                 try:
                     e._turn()
                 except Exception as exc:  # noqa: BLE001 - a bug must not leave requests unanswered
+                    log.exception("a turn failed; its running requests are answered 'internal'")
                     for handle in e.table.handles():
-                        e.replies.fail(handle, "internal", f"{type(exc).__name__}: {exc}")
-                    e._keep(0)
+                        e.replies.fail(handle, "internal", _internal(exc))
+                    e._reset()
                 e.after_turn()
         with queue.lock:  # stopped without drain: everything left is answered, not dropped
             left = queue.clear() + e.table.handles()

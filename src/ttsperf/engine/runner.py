@@ -234,6 +234,10 @@ class Runner:
         taken, seconds = s.receive()
         return StepOutput(h.steps[: s.size], h.done[: s.size], taken, seconds)
 
+    def abandon(self) -> None:
+        """Forget the steps launched and not collected (after a failure: nothing will read them)."""
+        self.state.sent.clear()
+
     @property
     def launched(self) -> int:
         """Steps launched whose status is not collected yet."""
