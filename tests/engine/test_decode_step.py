@@ -43,12 +43,14 @@ def record_tokens(engine: Engine) -> dict[str, list[list[int]]]:
         return prefill(rows)
 
     def accepting(sl, hidden, logits, top):
+        # a slice of rows, or (the graphed prefill's first codes) their slots, padding rows after them
+        slots = list(range(sl.start, sl.stop)) if isinstance(sl, slice) else sl.tolist()
         before = state.steps[sl].clone()
         accept(sl, hidden, logits, top)
         took = (state.steps[sl] > before).tolist()
-        for i, codes in enumerate(state.codes[sl].tolist()):
-            if took[i]:
-                seen.setdefault(text_of[sl.start + i], []).append(codes)
+        for slot, codes, took_one in zip(slots, state.codes[sl].tolist(), took, strict=True):
+            if took_one and slot < state.size:  # past the live rows: a padding row, a free slot
+                seen.setdefault(text_of[slot], []).append(codes)
 
     def removing(slots):
         moves = remove(slots)

@@ -126,8 +126,8 @@ def test_a_prefill_reads_nothing_and_sends_its_inputs_in_two_copies(tiny_pipe, m
         engine._admit()
     assert engine.running() == rows
     assert reads.count == 0
-    # ids, text mask, last positions, slots; the rows' packed columns (Rows.put) and positions
-    assert (sends, packs) == (([2], [4]) if graphs else ([4, 2], []))
+    # the rows' packed columns (Rows.put) and positions, then ids, text mask, last positions, slots
+    assert (sends, packs) == (([2], [4]) if graphs else ([2, 4], []))
     if graphs:
         assert engine.runner.graphed_prefill.eager_calls == 0
     engine.stop(drain=False)

@@ -25,7 +25,10 @@ def test_start_builds_every_reachable_bucket_and_a_request_builds_none(tiny_pipe
         # up to --prefill-rows (8) rows, prompts up to --max-prompt-tokens (512)
         assert sorted(prefill.graphs) == [(r, p) for r in (1, 2, 4, 8) for p in (32, 64, 128, 256, 512)]
         assert engine.warmed["prefill_graphs"] == 20
-        before = (set(step.graphs), set(prefill.graphs), set(audio.graphs))
+        # the joining rows' first codes: every rows bucket at every candidates width
+        assert sorted(prefill.first_codes) == [(r, top) for r in (1, 2, 4, 8) for top in tops]
+        assert engine.warmed["first_code_graphs"] == 4 * len(tops)
+        before = (set(step.graphs), set(prefill.graphs), set(prefill.first_codes), set(audio.graphs))
         requests = [
             SynthRequest("你好，世界。", SamplingParams(seed=1), stream=True),
             SynthRequest("今天天气很好。" * 3, SamplingParams(top_k=1)),
@@ -33,7 +36,7 @@ def test_start_builds_every_reachable_bucket_and_a_request_builds_none(tiny_pipe
         ]
         handles = [engine.submit(r) for r in requests]
         assert all(isinstance(h.collect(120)[1], SynthResult) for h in handles)
-        assert (set(step.graphs), set(prefill.graphs), set(audio.graphs)) == before  # none built
+        assert (set(step.graphs), set(prefill.graphs), set(prefill.first_codes), set(audio.graphs)) == before
         assert step.eager_steps == 0 and prefill.eager_calls == 0 and audio.eager_calls == 0
     finally:
         engine.stop(drain=False, timeout=10)

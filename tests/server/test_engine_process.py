@@ -157,7 +157,11 @@ def test_ready_means_warm_the_buckets_are_listed_and_a_request_after_readyz_buil
                 f"{before['warmed']['decode_graphs']} decode graphs (batch [1, 2, 4, 8, 16, "
             )
             assert "context [256, 512, 1024, 2048, 2561]" in line
-            assert "20 prefill graphs (rows [1, 2, 4, 8], prompt [32, 64, 128, 256, 512])" in line
+            tops = len({top for _, _, top in before["decode_step"]["cuda_graphs"]})
+            assert (
+                f"20 prefill graphs (rows [1, 2, 4, 8], prompt [32, 64, 128, 256, 512]; {4 * tops} of "
+                "their first codes)"
+            ) in line
             print("warm before ready:", line)
             speech = {"input": SHORT, "response_format": "pcm"}
             assert c.post("/v1/audio/speech", json=speech).status_code == 200
@@ -168,3 +172,4 @@ def test_ready_means_warm_the_buckets_are_listed_and_a_request_after_readyz_buil
         assert after["decode_step"][key] == before["decode_step"][key]
     assert after["audio_graphs"] == before["audio_graphs"] and len(before["audio_graphs"]) > 9
     assert after["prefill_graphs"] == before["prefill_graphs"] and after["eager_prefill_calls"] == 0
+    assert after["first_code_graphs"] == before["first_code_graphs"]

@@ -33,7 +33,8 @@ def _warm_line(info: dict) -> str:
     rows, prompts = (sorted({k[i] for k in info["prefill_graphs"]}) for i in range(2))
     return (
         f"{warmed['decode_graphs']} decode graphs (batch {batches}, context {contexts}, candidates "
-        f"{tops}), {warmed['prefill_graphs']} prefill graphs (rows {rows}, prompt {prompts}) and "
+        f"{tops}), {warmed['prefill_graphs']} prefill graphs (rows {rows}, prompt {prompts}; "
+        f"{warmed['first_code_graphs']} of their first codes) and "
         f"{warmed['audio_graphs']} audio graphs in {warmed['seconds']:.1f} s"
         + (f"; {warmed['stopped']}" if "stopped" in warmed else "")
     )

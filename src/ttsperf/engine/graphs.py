@@ -15,6 +15,7 @@ inputs whose address is not static, and our context length changes every step.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -138,24 +139,39 @@ class GraphedStep:
 PrefillRun = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor], Outputs]
 
 
+class Joined(NamedTuple):
+    """What a prefill graph of some rows left for the first codes' graph of as many rows: its
+    rows' last hidden states, their code logits and their slots (static: one of each per rows)."""
+
+    hidden: torch.Tensor
+    logits: torch.Tensor
+    slots: torch.Tensor
+
+
 class GraphedPrefill:
-    """CUDA graphs of the prefill's device part (Runner.prefill_forward: the prompts' embedding,
-    every layer writing its K/V into the rows' slots, the last hidden states and their code
-    logits), one per (rows, prompt length) bucket, all captured at start (`warm`), any other on
-    first use. Eagerly, a call of a few rows launches ~900 kernels on chattts (the H200's
-    prefill took 31-46% of the engine's wall); replayed, one launch and one input copy.
+    """CUDA graphs of the prefill: its device part (Runner.prefill_forward: the prompts'
+    embedding, every layer writing its K/V into the rows' slots, the last hidden states and their
+    code logits), one per (rows, prompt length) bucket, and the joining rows' first codes (the
+    state's `accept` over their slots: sampling, the first hidden state, the rows' history), one
+    per (rows, candidates) bucket; all captured at start (`warm`), any other on first use.
+    Eagerly, a call of a few rows launches ~850 kernels on chattts (the H200's prefill took 31-46%
+    of the engine's wall), ~90 of them the first codes'; `join` replays both graphs, with one
+    input copy.
 
     The inputs (`pad_prompts`' ids, text mask, last positions, slots) are padded on the host to
     the bucket and go in one packed copy into the bucket's static buffer, which does not make the
     host wait (pinned, non-blocking, as model/transfer.py's). Each graph writes the KV slots its
-    static `slots` names, so one graph serves any free slots. Padding rows are empty prompts
-    written into the free slots after the real rows (a free slot's next prefill overwrites them);
-    a call whose bucket would pass the last slot, or longer than the largest bucket, runs
-    eagerly. `capture=False` runs the padded call eagerly instead (the padding checked on a CPU)."""
+    static `slots` names, so one graph serves any free slots; it leaves its outputs and slots in
+    its rows' `Joined` buffers, which the first codes' graphs read. Padding rows are empty prompts
+    written into the free slots after the real rows, sampled there too (a free slot's next prefill
+    overwrites them); a call whose bucket would pass the last slot, or longer than the largest
+    bucket, runs eagerly. `capture=False` runs the padded calls eagerly instead (the padding
+    checked on a CPU)."""
 
     def __init__(
         self,
         run: PrefillRun,
+        state,
         *,
         max_rows: int,
         max_prompt: int,
@@ -163,23 +179,30 @@ class GraphedPrefill:
         device: torch.device,
         capture: bool = True,
     ):
-        self.run, self.device, self.capture, self.max_batch = run, device, capture, max_batch
+        self.run, self.state, self.device, self.capture = run, state, device, capture
+        self.max_batch = max_batch
         self.row_sizes = buckets(min(max_rows, max_batch), 1)
         self.prompt_sizes = buckets(max_prompt, 32)
-        self.graphs: dict[tuple[int, int], tuple[torch.Tensor, list[int], Callable[[], Outputs] | None]] = {}
+        self.graphs: dict[tuple[int, int], tuple[torch.Tensor, list[int], Callable[[], object] | None]] = {}
+        self.first_codes: dict[tuple[int, int], Callable[[], object]] = {}  # (rows, candidates)
+        self.joined: dict[int, Joined] = {}  # rows -> the last prefill graph's outputs and slots
         self.eager_calls = 0
         self._pool = None
 
     def reachable(self) -> list[tuple[int, int]]:
         return [(rows, length) for rows in self.row_sizes for length in self.prompt_sizes]
 
-    def warm(self, num_vq: int) -> int:
-        """Capture every bucket now, into the first slots (before any request: all free)
-        -> how many were new."""
+    def warm(self, num_vq: int, tops: list[int] = ()) -> int:
+        """Capture every bucket now, into the first slots (before any request: all free), and the
+        first codes' graphs for every rows bucket and candidates width in `tops`
+        -> how many prefill graphs were new."""
         new = [key for key in self.reachable() if key not in self.graphs]
         for rows, length in new:
             empty = [(torch.zeros(1, 1, num_vq, dtype=torch.long), None, torch.zeros(1, 1, dtype=torch.bool))]
             self._call(empty, 0, rows, length)
+        for key in [(rows, top) for rows in self.row_sizes for top in tops]:
+            if key not in self.first_codes:
+                self.first_codes[key] = self._record_first_codes(*key)
         return len(new)
 
     def key(self, n: int, longest: int, first: int) -> tuple[int, int] | None:
@@ -189,16 +212,31 @@ class GraphedPrefill:
 
     def __call__(self, prompts: list[tuple[torch.Tensor, ...]], first: int) -> Outputs:
         """Prompts (Pipeline.prompt's, on the host) into slots first..first+n-1 -> each one's last
-        hidden state (n, H) and code logits (n, num_vq, V): views of the graph's static outputs,
+        hidden state (n, H) and code logits (n, num_vq, V): views of its rows' static outputs,
         valid until the next call."""
         key = self.key(len(prompts), max(ids.shape[1] for ids, _, _ in prompts), first)
         if key is None:
             self.eager_calls += 1
             return self.run(*to_device(self.device, *pad_prompts(prompts, first)))
-        hidden, logits = self._call(prompts, first, *key)
-        return hidden[: len(prompts)], logits[: len(prompts)]
+        self._call(prompts, first, *key)
+        joined = self.joined[key[0]]
+        return joined.hidden[: len(prompts)], joined.logits[: len(prompts)]
 
-    def _call(self, prompts, first: int, rows: int, length: int) -> Outputs:
+    def join(self, prompts: list[tuple[torch.Tensor, ...]], first: int, top: int) -> None:
+        """The prefill and the first codes of rows that the state holds at slots first.. already
+        (their settings written): two replays. `top`: the candidates width (sampling.width)."""
+        n = len(prompts)
+        key = self.key(n, max(ids.shape[1] for ids, _, _ in prompts), first)
+        if key is None:
+            hidden, logits = self(prompts, first)  # eager
+            return self.state.accept(slice(first, first + n), hidden, logits, top)
+        self._call(prompts, first, *key)
+        replay = self.first_codes.get((key[0], top))
+        if replay is None:
+            replay = self.first_codes[(key[0], top)] = self._record_first_codes(key[0], top)
+        replay()
+
+    def _call(self, prompts, first: int, rows: int, length: int) -> None:
         host = pad_prompts(prompts, first, rows, length)
         packed, offsets = pack(host, pin=self.device.type == "cuda")
         if (rows, length) not in self.graphs:  # a static buffer; recorded below, with these inputs in it
@@ -207,18 +245,52 @@ class GraphedPrefill:
         static, offsets, replay = self.graphs[(rows, length)]
         static.copy_(packed, non_blocking=True)
         if replay is None:
-            replay = self._record(unpack(static, offsets, host))
+            replay = self._record(rows, unpack(static, offsets, host))
             self.graphs[(rows, length)] = static, offsets, replay
-        return replay()
+        replay()
 
-    def _record(self, inputs: list[torch.Tensor]) -> Callable[[], Outputs]:
+    def _record(self, rows: int, inputs: list[torch.Tensor]) -> Callable[[], object]:
         """Warm-up and recording run the call on the inputs in the static buffer: writes at the
         same slots with the same values as the replay that follows."""
+
+        def run() -> None:
+            hidden, logits = self.run(*inputs)
+            if rows not in self.joined:  # made at the first warm-up run, outside the capture
+                self.joined[rows] = Joined(
+                    torch.empty_like(hidden), torch.empty_like(logits), inputs[3].clone()
+                )
+            joined = self.joined[rows]
+            for out, value in zip(joined, (hidden, logits, inputs[3]), strict=True):
+                out.copy_(value)
+
         if not self.capture:
-            return lambda: self.run(*inputs)
-        graph, out = capture(lambda: self.run(*inputs), self._pool)
+            return run
+        graph, _ = capture(run, self._pool)
         self._pool = graph.pool()
-        return lambda: (graph.replay(), out)[1]
+        return graph.replay
+
+    def _record_first_codes(self, rows: int, top: int) -> Callable[[], object]:
+        """The first codes' graph over the rows' `Joined` buffers. Its warm-up and recording each
+        sample the rows at those slots, so the rows' state there is put back before each and after
+        (rows joining now hold them, on first use)."""
+        hidden, logits, slots = self.joined[rows]
+
+        def run() -> None:
+            self.state.accept(slots, hidden, logits, top)
+
+        if not self.capture:
+            return run
+        restorable = [t for t in self.state.tensors() if t is not self.state.hidden]
+        saved = [t[slots] for t in restorable]
+
+        def restore() -> None:
+            for t, copy in zip(restorable, saved, strict=True):
+                t[slots] = copy
+
+        graph, _ = capture(run, self._pool, restore)
+        self._pool = graph.pool()
+        restore()
+        return graph.replay
 
 
 class GraphedAudio:

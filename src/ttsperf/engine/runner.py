@@ -127,7 +127,7 @@ class Runner:
             capture = not graphs_without_capture
             self.graphed = GraphedStep(self.run_step, self.state, capacity, capture=capture)
             self.graphed_prefill = GraphedPrefill(
-                self.prefill_forward, max_rows=prefill_rows, max_prompt=max_prompt_tokens,
+                self.prefill_forward, self.state, max_rows=prefill_rows, max_prompt=max_prompt_tokens,
                 max_batch=max_batch, device=pipe.device, capture=capture,
             )  # fmt: skip
             self.graphed_audio = GraphedAudio(
@@ -136,17 +136,18 @@ class Runner:
             self.audio.call = self.graphed_audio
 
     def warm(self) -> dict:
-        """Ready means warm: capture every decode and audio graph the max batch can reach, so that
+        """Ready means warm: capture every decode, prefill and audio graph the max batch can reach, so that
         no request pays for a capture (on an H200, captures inside requests took plan's check to a
         TTFA P99 of 15 s). -> what was built and how long it took."""
         if self.graphed is None or self.graphed_audio is None or self.graphed_prefill is None:
-            return {"decode_graphs": 0, "prefill_graphs": 0, "audio_graphs": 0, "seconds": 0.0}
+            built = ("decode_graphs", "prefill_graphs", "first_code_graphs", "audio_graphs")
+            return {**dict.fromkeys(built, 0), "seconds": 0.0}
         t0 = time.perf_counter()
         tops = sorted({width(kept, self.vocab) for kept in range(MIN_TOKENS_TO_KEEP, self.vocab + 1)})
         stopped = None
         try:
             self.graphed.warm(tops)
-            self.graphed_prefill.warm(self.num_vq)
+            self.graphed_prefill.warm(self.num_vq, tops)
             self.graphed_audio.warm(self.state.hidden)
         except Exception as exc:  # out of memory: serve with what fits, the rest on first use
             if not is_oom(exc):
@@ -158,6 +159,7 @@ class Runner:
         return {
             "decode_graphs": len(self.graphed.graphs),
             "prefill_graphs": len(self.graphed_prefill.graphs),
+            "first_code_graphs": len(self.graphed_prefill.first_codes),
             "audio_graphs": len(self.graphed_audio.graphs),
             "seconds": round(time.perf_counter() - t0, 3),
             **({"stopped": stopped} if stopped else {}),
@@ -175,16 +177,16 @@ class Runner:
         ]
         lengths = [ids.shape[1] for ids, _, _ in prompts]
         first = s.size
-        if self.graphed_prefill is not None:
-            hidden, logits = self.graphed_prefill(prompts, first)
-        else:
-            hidden, logits = self.prefill_forward(*to_device(pipe.device, *pad_prompts(prompts, first)))
         params = RowParams.of([r.params for r in rows], self.vocab)
         keys = seed_key(torch.tensor([r.seed for r in rows]))
         kept = [candidates(r.params, self.vocab) for r in rows]
         sl = s.add(lengths, [r.limit for r in rows], [r.forced for r in rows], keys, params, kept)
-        try:
-            s.accept(sl, hidden, logits, self._top(sl))
+        try:  # the rows' settings are on their way: forward, then their first codes
+            if self.graphed_prefill is not None:
+                self.graphed_prefill.join(prompts, first, self._top(sl))
+            else:
+                hidden, logits = self.prefill_forward(*to_device(pipe.device, *pad_prompts(prompts, first)))
+                s.accept(sl, hidden, logits, self._top(sl))
         except BaseException:
             s.truncate(first)
             raise

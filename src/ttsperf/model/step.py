@@ -181,9 +181,11 @@ class Rows:
         self._row_bytes[sl] = record
         self.positions[sl] = at
 
-    def accept(self, sl: slice, hidden: torch.Tensor, logits: torch.Tensor, top: int) -> None:
+    def accept(self, sl: slice | torch.Tensor, hidden: torch.Tensor, logits: torch.Tensor, top: int) -> None:
         """Sample each live row's next codes and take them; a row that samples EOS (and is not
-        length-forced) is done and keeps nothing of this step. `top`: see sampling.width."""
+        length-forced) is done and keeps nothing of this step. `top`: see sampling.width.
+        `sl`: the rows, a slice (views, updated in place) or their slots as a tensor (gathered and
+        written back: the same values, for a graph whose rows' slots are an input)."""
         steps, forced = self.steps[sl], self.forced[sl]
         live = ~self.done[sl] & (steps < self.limits[sl])
         u = uniforms(self.keys[sl], steps, self.num_vq)
@@ -192,7 +194,8 @@ class Rows:
         take = live & ~eos
         self.done[sl] |= eos
         # a row that takes nothing writes at its `steps`, past what it keeps (the spare step at most)
-        self.hidden[self._arange[sl], steps] = hidden.float()
+        slots = sl if isinstance(sl, torch.Tensor) else self._arange[sl]
+        self.hidden[slots, steps] = hidden.float()
         self.codes[sl] = torch.where(take.unsqueeze(1), new, self.codes[sl])
         shifted = torch.cat([self.history[sl, :, 1:], new.unsqueeze(-1)], dim=-1)
         self.history[sl] = torch.where(take.view(-1, 1, 1), shifted, self.history[sl])

@@ -33,9 +33,7 @@ from ttsperf.engine.runner import Admission, Runner
 from ttsperf.model.config import CHATTTS, SKELETON, ModelConfig
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import SamplingParams
-from ttsperf.model.step import pad_prompts
 from ttsperf.model.tokenizer import Tokenizer, build_synthetic_tokenizer
-from ttsperf.model.transfer import to_device
 from ttsperf.model.weights import build_model
 from ttsperf.profile import kernels as K
 from ttsperf.profile.schema import (
@@ -219,27 +217,28 @@ def count_decode(r: Runner, b: int) -> Counts:
 
 
 def count_prefill(r: Runner, rows: int) -> Counts:
-    """Eager: the whole call. Captured (GraphedPrefill): the region its graph holds — the prompts'
-    forward and code logits at the bucket's padded size — and what a replayed call still launches
-    around it (the inputs' copy into the static buffer, the rows' settings, their first sample).
-    Not compiled (the engine does not compile its prefill)."""
+    """Eager: the whole call. Captured (GraphedPrefill): the regions its two graphs hold — the
+    prompts' forward and code logits, and the rows' first codes, at the bucket's padded size —
+    and what a replayed call still launches around them (the inputs' copy into the static
+    buffer, the rows' settings). Not compiled (the engine does not compile its prefill)."""
     s, joining = r.state, admissions(rows)
     s.truncate(0)
     eager = kernels(lambda: r.prefill(joining))
     s.truncate(0)
     graphed = GraphedPrefill(
-        r.prefill_forward, max_rows=rows, max_prompt=MAX_PROMPT, max_batch=r.max_batch,
+        r.prefill_forward, s, max_rows=rows, max_prompt=MAX_PROMPT, max_batch=r.max_batch,
         device=r.pipe.device, capture=False,
     )  # fmt: skip
-    prompts = [r.pipe.prompt([a.text], a.prompt) for a in joining]
-    key = graphed.key(rows, max(ids.shape[1] for ids, _, _ in prompts), 0)
-    assert key is not None, "the profile's prompt fits a bucket"
-    inputs = to_device(r.pipe.device, *pad_prompts(prompts, 0, *key))
-    region = kernels(lambda: r.prefill_forward(*inputs))
-    outputs = r.prefill_forward(*inputs)
-    graphed.run = lambda *_inputs: outputs  # the replay: its nodes are the region's, counted above
     r.graphed_prefill = graphed
     try:
+        r.prefill(joining)  # records its buckets: without capture, each is its padded call, eager
+        s.truncate(0)
+        bodies = [replay for _, _, replay in graphed.graphs.values()] + list(graphed.first_codes.values())
+        assert len(bodies) == 2, "the profile's prompts fit one bucket"
+        region = kernels(lambda: [body() for body in bodies])
+        # the replays: their nodes are the regions', counted above
+        graphed.graphs = {key: (static, at, lambda: None) for key, (static, at, _) in graphed.graphs.items()}
+        graphed.first_codes = {key: lambda: None for key in graphed.first_codes}
         outside = kernels(lambda: r.prefill(joining))
     finally:
         r.graphed_prefill = None
