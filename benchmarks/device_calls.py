@@ -25,9 +25,11 @@ Parts: `prefill n` (Runner.prefill of n rows into an empty batch; per request = 
 (Runner.step at batch 8: launch and read its own status at once), `step 8 ahead` (where a tree
 has Runner.launch: the engine's turn one step ahead on a GPU, launch step N+1 then read step N's
 status), `turn of 4` (the same with 4 decode steps a turn, `serve --steps-per-turn 4`, where a
-tree has it: per step = / 4), `leave 2 of 8` (Runner.remove of slots 0 and 3 at batch 8). The
-base is counted eagerly (it has no graphed prefill; its decode graphs are counted as in this tree
-only where it has `graphs_without_capture`).
+tree has it: per step = / 4), `audio of 4` (the turn's audio call for 4 streamed chunks:
+Runner.emit, which waits for the samples, or where a tree has it Runner.launch_audio, whose
+samples the engine takes at the next turn one step ahead), `leave 2 of 8` (Runner.remove of
+slots 0 and 3 at batch 8). The base is counted eagerly (it has no graphed prefill; its decode
+graphs are counted as in this tree only where it has `graphs_without_capture`).
 """
 
 from __future__ import annotations
@@ -275,6 +277,19 @@ def measure(graphs: bool) -> dict[str, dict]:
             out["turn of 4"] = counted(lambda: (r.launch(4), r.collect()))
             with torch.inference_mode(), count:
                 r.collect()
+    # the audio call of 4 streamed chunks in a turn: where a tree has launch_audio, one step ahead
+    # (a GPU's default) the engine launches it and takes its samples at the next turn
+    windows = [r.window(slot, 16, 0, final=False) for slot in range(4)]
+    if graphs and getattr(r, "graphed_audio", None) is not None:
+        real_audio_record = r.graphed_audio._record
+
+        def audio_record(*a):
+            static, replay = real_audio_record(*a)
+            return static, as_graph(replay)
+
+        r.graphed_audio._record = audio_record
+    launch = getattr(r, "launch_audio", r.emit)
+    out["audio of 4"] = counted(lambda: launch(windows))
     out["leave 2 of 8"] = counted(lambda: r.remove([0, 3]))
     return out
 

@@ -49,6 +49,7 @@ PARTS = [
     ("ttsperf.engine.device_batch", "BatchState", "receive", "collect: receive status"),
     ("ttsperf.engine.emission", "Emission", "after", "events (after)"),
     ("ttsperf.engine.runner", "Runner", "emit", "events: audio call"),
+    ("ttsperf.engine.runner", "Runner", "launch_audio", "events: audio call"),  # since emit's split
     ("ttsperf.engine.engine", "Engine", "_remove", "rows leave"),
     ("ttsperf.engine.engine", "Engine", "_admit", "admission"),
 ]
@@ -165,7 +166,7 @@ def main() -> None:
                 raise SystemExit(f"{name}: {res.stderr.strip()[-2000:]}")
             found[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
             print(f"round {r}, {name}: {found[name][-1]['steps']} steps", file=sys.stderr, flush=True)
-    names = [part[3] for part in PARTS] + ["events: sink (PCM)", "the turn's message"]
+    names = list(dict.fromkeys(part[3] for part in PARTS)) + ["events: sink (PCM)", "the turn's message"]
     print(f"tiny, {args.clients} clients, {args.requests} streamed zh-8s requests, one torch thread;\n"
           f"the engine thread's CPU us per step outside compute, medians of {args.rounds}")  # fmt: skip
     print("| part | " + " | ".join(trees) + " |")

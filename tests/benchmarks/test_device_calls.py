@@ -51,6 +51,9 @@ def test_one_step_ahead_takes_the_steps_read_off_the_critical_path(counts, graph
     assert (turn["reads"], turn["critical"]) == (1, 0)
     status = 2  # the status made on the device, then copied to the host
     assert turn["launches"] == 4 * (ahead["launches"] - status) + status
+    # the turn's audio call is launched, its samples' copy queued: the host reads them next turn
+    audio = parts["audio of 4"]
+    assert audio["reads"] == audio["blocking"] == 0 and audio["launches"] > 0
     # rows leaving move every layer's K/V and the packed row tensors at once: a few copies, not
     # one per layer and per tensor (109 for chattts's 20 layers before), and no host read
     leave = parts["leave 2 of 8"]

@@ -209,6 +209,36 @@ def test_a_bug_in_a_turn_answers_its_requests_internal_and_the_engine_goes_on(
     assert "a turn failed" in caplog.text
 
 
+def test_a_failed_turn_still_hands_out_the_audio_launched_before_it(tiny_pipe, monkeypatch):
+    """One step ahead, a row that finished waits one turn for its last audio; if that turn fails,
+    the finished request still hears its chunks and its result, and the one still running hears
+    'internal'."""
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=True, prefill_wait=0.0))
+    short = eng.submit(SynthRequest(OTHERS[1], GREEDY, stream=True))
+    long = eng.submit(SynthRequest(TEXT * 4, GREEDY, stream=True))
+    with eng._contexts():
+        for _ in range(1000):
+            eng._turn()
+            if eng.emission.waiting():
+                break
+    assert eng.emission.waiting() == 1 and eng.table.size == 1  # the short one's end waits
+
+    def failing():
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(eng.runner, "collect", failing)
+    eng.worker.thread.start()
+    try:
+        short_events = short.collect(timeout=60)
+        long_final = long.collect(timeout=60)[1]
+    finally:
+        eng.stop(drain=False)
+    samples, final = short_events
+    assert isinstance(final, SynthResult) and final.chunks > 0
+    assert len(samples) == round(final.audio_seconds * tiny_pipe.cfg.sample_rate) > 0
+    assert isinstance(long_final, SynthError) and long_final.kind == "internal"
+
+
 def test_drain_answers_everything_then_refuses(tiny_pipe, overlap):
     eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=overlap)).start()
     handles = [eng.submit(SynthRequest(t)) for t in OTHERS * 2]

@@ -167,3 +167,57 @@ def test_by_default_a_cpu_reads_each_step_at_once(tiny_pipe):
     """On a CPU a launched step is done: reading it a step later would only delay every event."""
     engine = Engine(tiny_pipe, EngineConfig(max_batch=1))
     assert tiny_pipe.device.type == "cpu" and engine.describe()["overlap"] is False
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_one_step_ahead_the_audio_is_handed_out_at_the_next_turn(tiny_pipe, overlap, monkeypatch):
+    """One step ahead the host does not wait for the audio call it launched: its samples are taken
+    at a later turn (or at the end of the same turn once no rows are left, with no next turn to
+    come); read at once, in the turn that launched it. Either way every request hears its chunks
+    in order, then its end."""
+    config = EngineConfig(max_batch=3, first_chunk_steps=8, chunk_steps=8, overlap=overlap)
+    engine = Engine(tiny_pipe, config)
+    turn = [0]
+    real_turn, real_launch = engine._turn, engine.runner.launch_audio
+    taken: list[tuple[int, int, int]] = []  # (launched at turn, taken at turn, rows then)
+
+    def counted_turn():
+        turn[0] += 1
+        real_turn()
+
+    def launch_audio(windows):
+        decoding, at = real_launch(windows), turn[0]
+        real_samples = decoding.samples
+
+        def samples():
+            taken.append((at, turn[0], engine.table.size))
+            return real_samples()
+
+        decoding.samples = samples
+        return decoding
+
+    monkeypatch.setattr(engine, "_turn", counted_turn)
+    monkeypatch.setattr(engine.runner, "launch_audio", launch_audio)
+    engine.start()
+    try:
+        answers = [events_of_indexed(engine.submit(r)) for r in requests()[:4]]
+    finally:
+        engine.stop(drain=True, timeout=30)
+    assert taken
+    if overlap:
+        assert all(later > at or rows == 0 for at, later, rows in taken)
+        assert sum(later > at for at, later, _ in taken) > len(taken) // 2
+    else:
+        assert all(later == at for at, later, _ in taken)
+    for indices, final in answers:
+        assert isinstance(final, SynthResult) and indices == list(range(final.chunks))
+
+
+def events_of_indexed(handle) -> tuple[list[int], SynthResult | SynthError]:
+    """A request's chunks' indices, in the order it heard them, and its final event."""
+    indices = []
+    while True:
+        event = handle.next_event_blocking(timeout=60)
+        if not isinstance(event, AudioChunk):
+            return indices, event
+        indices.append(event.index)

@@ -73,14 +73,14 @@ def test_a_step_reads_the_device_once(tiny_pipe):
         for i, t in enumerate(TEXTS * 2)
     ]
     calls: list[int] = []
-    original = engine.runner.emit
+    original = engine.runner.launch_audio
 
-    def emit(windows):
+    def launch_audio(windows):
         if windows:
             calls[-1] += len({max(1, w.steps - w.first - 1).bit_length() for w in windows})
         return original(windows)
 
-    engine.runner.emit = emit
+    engine.runner.launch_audio = launch_audio
     per_step: list[tuple[int, int]] = []
     with engine._contexts():
         engine._admit()

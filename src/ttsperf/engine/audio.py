@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ttsperf.model.transfer import to_device
 from ttsperf.model.weights import ChatTTSModel
 
 
@@ -99,7 +100,7 @@ class BatchedAudio:
         try:
             t0 = time.perf_counter()
             for rows, steps in ((1, 3), (2, 5)):
-                self._decode([Window(r, 0, steps, 0, self.hop) for r in range(rows)], hidden)
+                self.decode(hidden, [Window(r, 0, steps, 0, self.hop) for r in range(rows)])
             report["note"] += f"; audio call compiled in {time.perf_counter() - t0:.1f} s"
         except Exception as exc:  # noqa: BLE001 - any failure of the compiler stack
             self.call, self.compiled = self.synthesize, False
@@ -117,14 +118,27 @@ class BatchedAudio:
 
     def decode(self, hidden: torch.Tensor, windows: list[Window]) -> list[np.ndarray]:
         """hidden (slots, steps, H): every row's states. -> each window's new samples, in order."""
-        out: list[np.ndarray] = [np.zeros(0, np.float32)] * len(windows)
+        return self.launch(hidden, windows).samples()
+
+    def launch(self, hidden: torch.Tensor, windows: list[Window]) -> Decoding:
+        """Queue the call (one per length group) on the current stream and its samples' copy to
+        the host; nothing waits for the device (CUDA: the copy goes to pinned memory)."""
+        cuda = hidden.device.type == "cuda"
+        start = _recorded() if cuda else None
+        t0 = time.perf_counter()
         groups: dict[int, list[int]] = {}
         for i, w in enumerate(windows):
             groups.setdefault(max(1, w.steps - w.first - 1).bit_length(), []).append(i)
+        parts = []
         for members in groups.values():
-            for i, samples in zip(members, self._decode([windows[i] for i in members], hidden), strict=True):
-                out[i] = samples
-        return out
+            p, args = self.inputs([windows[i] for i in members], hidden)
+            wav = self.call(*args).detach()
+            if cuda:  # its own host buffer: the static output of a graph is the next call's too
+                host = torch.empty(wav.shape, dtype=wav.dtype, pin_memory=True)
+                wav = host.copy_(wav, non_blocking=True)
+            parts.append((members, p, wav))
+        done = _recorded() if cuda else None
+        return Decoding(len(windows), parts, start, done, time.perf_counter() - t0)
 
     def plan(self, windows: list[Window]) -> CallPlan:
         """The host's part of a call: which steps each row decodes and which frames reach its samples."""
@@ -161,15 +175,44 @@ class BatchedAudio:
         return head.istft.overlap_add(head.spectrum(sub), present)
 
     def inputs(self, windows: list[Window], hidden: torch.Tensor) -> tuple[CallPlan, tuple]:
-        """The call's plan and `synthesize`'s arguments (the index copied to the device)."""
+        """The call's plan and `synthesize`'s arguments (the index copied to the device in a copy
+        that does not wait for it)."""
         p = self.plan(windows)
-        index = torch.tensor([p.slots, p.first, p.count, p.lo, p.frames]).to(hidden.device, non_blocking=True)
+        (index,) = to_device(hidden.device, torch.tensor([p.slots, p.first, p.count, p.lo, p.frames]))
         return p, (hidden, index, max(p.count), max(p.frames))
 
-    def _decode(self, windows: list[Window], hidden: torch.Tensor) -> list[np.ndarray]:
-        p, args = self.inputs(windows, hidden)
-        wav = self.call(*args).detach().cpu().numpy()  # the one copy off the device
-        return [wav[r, u0 : u0 + n] for r, (u0, n) in enumerate(zip(p.starts, p.lengths, strict=True))]
+
+def _recorded() -> torch.cuda.Event:
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
+
+
+class Decoding:
+    """An audio call on its way: `samples()` waits for it (CUDA: its copy's event, not the
+    device) -> each window's new samples, in order; `seconds`: the call's time (CUDA: on the
+    device, between events around it, once waited for; a CPU: its launch, which computed it)."""
+
+    def __init__(
+        self,
+        count: int,
+        parts: list[tuple[list[int], CallPlan, torch.Tensor]],
+        start: torch.cuda.Event | None,
+        done: torch.cuda.Event | None,
+        seconds: float,
+    ):
+        self.count, self.parts, self.start, self.done, self.seconds = count, parts, start, done, seconds
+
+    def samples(self) -> list[np.ndarray]:
+        if self.done is not None and self.start is not None:
+            self.done.synchronize()
+            self.seconds = self.start.elapsed_time(self.done) / 1e3
+        out: list[np.ndarray] = [np.zeros(0, np.float32)] * self.count
+        for members, p, wav in self.parts:
+            host = wav.cpu().numpy()  # on the host already (CUDA: pinned, copied)
+            for r, (u0, n) in enumerate(zip(p.starts, p.lengths, strict=True)):
+                out[members[r]] = host[r, u0 : u0 + n]
+        return out
 
 
 class AudioDecoder:

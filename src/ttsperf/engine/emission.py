@@ -1,17 +1,23 @@
 """After each step: answer the rows that finished, hand out the audio chunks that are due, and
 say which rows leave (finished, past their deadline, or cancelled). NumPy over the row table finds
 them; Python touches only them; every row that emits shares one Decoder+Vocos call
-(runner.emit)."""
+(runner.launch_audio).
+
+`defer` (the engine's one step ahead, a GPU's default): the host does not wait for the audio call
+it launched; its chunks, and the ends of the rows they finish, are handed out at the next turn's
+events (or once the engine has nothing left to run), first, so every request hears its chunks in
+order and its end after them. The call runs on the device meanwhile, beside the next step."""
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from typing import NamedTuple
 
 import numpy as np
 
-from ttsperf.engine.audio import Window
-from ttsperf.engine.replies import Replies
+from ttsperf.engine.audio import Decoding, Window
+from ttsperf.engine.replies import Finished, Replies
 from ttsperf.engine.runner import Runner, StepOutput
 from ttsperf.engine.scheduler_rows import RowTable
 from ttsperf.engine.stats import EngineStats
@@ -27,12 +33,17 @@ class Emission:
         stats: EngineStats,
         chunk_steps: int,
         sample_rate: int,
+        defer: bool = False,
     ):
         self.runner, self.table, self.replies, self.stats = runner, table, replies, stats
         self.chunk_steps, self.sample_rate = chunk_steps, sample_rate
+        self.defer = defer
+        self._launched: Launched | None = None  # the audio launched and not handed out yet
 
     def after(self, out: StepOutput, cancelled: deque[RequestHandle]) -> list[int]:
-        """The events of step `out` -> the slots whose rows leave (answered already)."""
+        """The events of step `out` -> the slots whose rows leave (answered already, or once the
+        audio launched for them is out)."""
+        self.hand_out()  # the last turn's audio, before anything this turn says
         t, steps = self.table, out.steps
         b = len(steps)
         finished = out.done | (steps >= t.limit[:b])
@@ -83,18 +94,54 @@ class Emission:
             self.replies.fail(handle, "timeout", f"deadline passed after {steps} steps")
 
     def _emit(self, windows: list[Window], out: StepOutput, ending: list[int]) -> None:
-        """Decode every window in one call; hand each row its chunks, in order; answer the rows
-        in `ending` once theirs are out."""
+        """Launch one call for every window; each row's chunks keep its order, and the rows in
+        `ending` are answered once theirs are out (now, or at the next turn with `defer`)."""
         t = self.table
-        t0 = time.perf_counter()
-        decoded = self.runner.emit(windows)
-        if windows:
-            self.stats.audio_call_seconds.observe(time.perf_counter() - t0)
-        for window, samples in zip(windows, decoded, strict=True):
+        decoding = self.runner.launch_audio(windows)
+        chunks = []
+        for window in windows:  # a window always has samples (end > start: Runner.window)
             slot = window.slot
             t.emitted[slot] = window.end
-            if samples.size:
-                t.handle[slot].put(AudioChunk(samples, self.sample_rate, int(t.chunks[slot])))
-                t.chunks[slot] += 1
-        for slot in ending:
-            self.replies.finish(t, slot, int(out.steps[slot]), bool(out.done[slot]))
+            chunks.append((t.handle[slot], int(t.chunks[slot])))
+            t.chunks[slot] += 1
+        ends = [self.replies.finished(t, slot, int(out.steps[slot]), bool(out.done[slot])) for slot in ending]
+        self._launched = Launched(decoding, chunks, ends)
+        if not self.defer:
+            self.hand_out()
+
+    def hand_out(self) -> None:
+        """The audio launched last, to its rows (waiting for it, on CUDA), then the ends it was for."""
+        launched, self._launched = self._launched, None
+        if launched is None:
+            return
+        if launched.chunks:
+            samples = launched.decoding.samples()
+            self.stats.audio_call_seconds.observe(launched.decoding.seconds)
+            for (handle, index), part in zip(launched.chunks, samples, strict=True):
+                handle.put(AudioChunk(part, self.sample_rate, index))
+        for end in launched.ends:
+            self.replies.answer(end)
+
+    def waiting(self) -> int:
+        """Requests whose rows left and whose end waits for their audio."""
+        launched = self._launched
+        return len(launched.ends) if launched else 0
+
+    def settle(self) -> list[RequestHandle]:
+        """After a failed turn: hand out the audio launched if it can still be read -> the
+        requests waiting for it that could not be answered (their rows left the table already)."""
+        launched = self._launched
+        try:
+            self.hand_out()
+        except Exception:  # noqa: BLE001 - the device failed too: their audio is lost
+            return [end.handle for end in launched.ends] if launched else []
+        return []
+
+
+class Launched(NamedTuple):
+    """An audio call launched and what waits for it: (request, chunk index) per window, in order,
+    then the ends of the rows it finishes."""
+
+    decoding: Decoding
+    chunks: list[tuple[RequestHandle, int]]
+    ends: list[Finished]

@@ -87,15 +87,17 @@ class Engine:
         self.table = RowTable.empty(self.max_batch)  # row i is slot i of the runner's batch
         self.lengths = LengthPolicy(c.max_new_tokens, pipe.synthetic, pipe.speech_rate)
         self.replies = Replies(self.stats, pipe.cfg.sample_rate)
-        self.emission = Emission(
-            self.runner, self.table, self.replies, self.stats, c.chunk_steps, pipe.cfg.sample_rate
-        )
         # a turn's steps (config.steps_per_turn), the runner's own launch when no fault is injected
         self._launch_step = inject_oom(partial(self.runner.launch, c.steps_per_turn), c.inject_oom_at_steps)
         self._launches: deque[tuple[int, float]] = deque()  # (batch, launch seconds) not yet read
         # on a GPU the host reads step N while step N+1 runs; on a CPU a step is done when its
         # launch returns, so reading it a step later would only delay every event by a step
         self.overlap = c.overlap if c.overlap is not None else pipe.device.type == "cuda"
+        # one step ahead, the host does not wait for the audio call either: handed out next turn
+        self.emission = Emission(
+            self.runner, self.table, self.replies, self.stats, c.chunk_steps, pipe.cfg.sample_rate,
+            defer=self.overlap,
+        )  # fmt: skip
         # called by the worker after each turn and once it stops: the core process sends the
         # turn's events then, in one message (engine/core.py)
         self.after_turn: Callable[[], None] = lambda: None
@@ -160,7 +162,7 @@ class Engine:
 
     def pending(self) -> int:
         with self.queue.lock:
-            return self.queue.held() + self.table.size
+            return self.queue.held() + self.table.size + self.emission.waiting()
 
     def queue_depth(self) -> int:
         return self.queue.depth()
@@ -217,6 +219,8 @@ class Engine:
         elif self.runner.launched:  # every row left: nothing in flight is read
             self._events()
         self._admit()
+        if not self.table.size:  # no rows: no next turn may come soon to hand it out
+            self.emission.hand_out()
 
     def _admit(self) -> None:
         """Prefill, in one forward, every waiting request that fits (queue.take); answer those
@@ -351,12 +355,13 @@ class Worker:
                     e._turn()
                 except Exception as exc:  # noqa: BLE001 - a bug must not leave requests unanswered
                     log.exception("a turn failed; its running requests are answered 'internal'")
-                    for handle in e.table.handles():
+                    for handle in e.emission.settle() + e.table.handles():
                         e.replies.fail(handle, "internal", _internal(exc))
                     e._reset()
                 e.after_turn()
+        stranded = e.emission.settle()  # the audio launched last, handed out if it can be
         with queue.lock:  # stopped without drain: everything left is answered, not dropped
-            left = queue.clear() + e.table.handles()
+            left = stranded + queue.clear() + e.table.handles()
             e.table.truncate(0)
         for handle in left:
             e.replies.fail(handle, "shutdown", "the server is shutting down")

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
-from ttsperf.engine.lengths import length_source
+from ttsperf.engine.lengths import LengthSource, length_source
 from ttsperf.engine.scheduler_rows import RowTable
 from ttsperf.engine.stats import EngineStats
 from ttsperf.engine.types import ErrorKind, RequestHandle, SynthError, SynthResult
@@ -20,18 +21,42 @@ class Replies:
 
     def finish(self, table: RowTable, slot: int, steps: int, eos: bool) -> None:
         """Row `slot` finished after `steps` steps (`eos`: it sampled EOS), all its audio out."""
-        started = float(table.started[slot])
-        handle: RequestHandle = table.handle[slot]
-        audio_seconds = int(table.emitted[slot]) / self.sample_rate
-        self.stats.audio_seconds += audio_seconds
+        self.answer(self.finished(table, slot, steps, eos))
+
+    def finished(self, table: RowTable, slot: int, steps: int, eos: bool) -> Finished:
+        """Row `slot`'s end as its table row says now (it may leave before its last audio is out)."""
+        return Finished(
+            handle=table.handle[slot],
+            steps=steps,
+            audio_seconds=int(table.emitted[slot]) / self.sample_rate,
+            started=float(table.started[slot]),
+            length_source=length_source(eos, bool(table.forced[slot]), bool(table.capped[slot])),
+            chunks=int(table.chunks[slot]),
+        )
+
+    def answer(self, end: Finished) -> None:
+        """The request's result, once its audio is out."""
+        self.stats.audio_seconds += end.audio_seconds
         self.stats.count("ok")
-        handle.put(
+        end.handle.put(
             SynthResult(
-                steps=steps,
-                audio_seconds=audio_seconds,
-                queue_seconds=started - handle.submitted,
-                inference_seconds=time.monotonic() - started,
-                length_source=length_source(eos, bool(table.forced[slot]), bool(table.capped[slot])),
-                chunks=int(table.chunks[slot]),
+                steps=end.steps,
+                audio_seconds=end.audio_seconds,
+                queue_seconds=end.started - end.handle.submitted,
+                inference_seconds=time.monotonic() - end.started,
+                length_source=end.length_source,
+                chunks=end.chunks,
             )
         )
+
+
+@dataclass(frozen=True)
+class Finished:
+    """A row that finished, taken from its table row: answered once its audio is out."""
+
+    handle: RequestHandle
+    steps: int
+    audio_seconds: float
+    started: float
+    length_source: LengthSource
+    chunks: int

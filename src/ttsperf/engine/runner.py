@@ -22,7 +22,7 @@ import psutil
 import torch
 
 from ttsperf import facts as F
-from ttsperf.engine.audio import BatchedAudio, Window
+from ttsperf.engine.audio import BatchedAudio, Decoding, Window
 from ttsperf.engine.config import AUTO_BATCH_CAP
 from ttsperf.engine.decode_step import DecodeStep
 from ttsperf.engine.device_batch import BatchState
@@ -259,18 +259,25 @@ class Runner:
         return self.audio.window(slot, steps, emitted, final)
 
     def emit(self, windows: list[Window]) -> list[np.ndarray]:
-        """Decode the windows' audio. On CUDA on a stream of its own that waits for the rows as the
-        host last saw them, not for a step still running (decode steps and the audio call overlap
-        on the device); the copy back waits for the audio's stream alone."""
-        if not windows:
-            return []
-        if self.audio_stream is None:
-            return self.audio.decode(self.state.hidden, windows)
+        """Decode the windows' audio now -> each window's new samples, in order."""
+        return self.launch_audio(windows).samples()
+
+    def launch_audio(self, windows: list[Window]) -> Decoding:
+        """Queue the windows' audio call; nothing waits (a CPU computes it here). On CUDA on a
+        stream of its own that waits for the rows as the host last saw them, not for a step still
+        running (decode steps and the audio call overlap on the device); what the decode stream
+        runs after this (rows moving or joining, the next steps) waits for the call on the device,
+        since it may write the states the call reads. The samples' copy back waits for the audio's
+        stream alone, when the host asks for them (`Decoding.samples`)."""
+        if not windows or self.audio_stream is None:
+            return self.audio.launch(self.state.hidden, windows)
         settled = self.state.settled()
         if settled is not None:
             self.audio_stream.wait_event(settled)
         with torch.cuda.stream(self.audio_stream):
-            return self.audio.decode(self.state.hidden, windows)
+            decoding = self.audio.launch(self.state.hidden, windows)
+        torch.cuda.current_stream(self.pipe.device).wait_event(decoding.done)
+        return decoding
 
     def remove(self, leaving: list[int]) -> list[tuple[int, int]]:
         """Drop rows, keeping slots 0..B-1 dense -> the (src, dst) moves made. No host read: the
