@@ -82,6 +82,26 @@ def test_served_audio_is_the_engines_to_the_byte(config: str):
     assert streamed == to_pcm16(chunked)
 
 
+def test_one_step_ahead_the_audio_handed_out_a_turn_later_crosses_as_the_same_bytes():
+    """One step ahead (a GPU's default, forced here) the engine hands each turn's audio out at the
+    next turn; through the engine process and the front a client still gets the same bytes, in
+    order, streamed and buffered, as with each step read at once, and the stream ends."""
+    body = {"input": SHORT, "seed": 7, "response_format": "pcm"}
+    got = {}
+    for overlap in (False, True):
+        server = start_live(max_batch=2, overlap=overlap)
+        try:
+            with server.client() as c:
+                with c.stream("POST", "/v1/audio/speech", json=body) as r:
+                    streamed = b"".join(r.iter_raw())
+                buffered = c.post("/v1/audio/speech", json={**body, "stream": False}).content
+                assert c.get("/healthz").json()["overlap"] is overlap
+        finally:
+            server.stop()
+        got[overlap] = streamed, buffered
+    assert len(got[False][0]) > 0 and got[True] == got[False]
+
+
 @pytest.mark.slow
 def test_a_killed_engine_answers_every_request_in_flight_and_serve_exits_non_zero():
     server = ServeProcess(*TINY, "--max-batch", "2", "--max-queue", "8")
