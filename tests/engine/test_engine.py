@@ -13,7 +13,16 @@ import torch
 from ttsperf.engine.audio import context_frames
 from ttsperf.engine.engine import Engine, EngineConfig
 from ttsperf.engine.switches import Switches
-from ttsperf.engine.types import NotAccepting, QueueFull, SynthError, SynthRequest, SynthResult, TextTooLong
+from ttsperf.engine.types import (
+    AudioChunk,
+    NotAccepting,
+    QueueFull,
+    RequestHandle,
+    SynthError,
+    SynthRequest,
+    SynthResult,
+    TextTooLong,
+)
 from ttsperf.model.length import SpeechRate
 from ttsperf.model.sampling import SamplingParams
 
@@ -237,6 +246,43 @@ def test_a_failed_turn_still_hands_out_the_audio_launched_before_it(tiny_pipe, m
     assert isinstance(final, SynthResult) and final.chunks > 0
     assert len(samples) == round(final.audio_seconds * tiny_pipe.cfg.sample_rate) > 0
     assert isinstance(long_final, SynthError) and long_final.kind == "internal"
+
+
+def test_audio_that_cannot_be_read_back_answers_the_requests_waiting_for_it(tiny_pipe, monkeypatch):
+    """One step ahead, if the audio launched for a row that finished cannot be read back (the
+    device failed), that request is answered 'internal' like the running one, not left waiting."""
+    eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=True, prefill_wait=0.0))
+    short = eng.submit(SynthRequest(OTHERS[1], GREEDY, stream=True))
+    long = eng.submit(SynthRequest(TEXT * 4, GREEDY, stream=True))
+    with eng._contexts():
+        for _ in range(1000):
+            eng._turn()
+            if eng.emission.waiting():
+                break
+    assert eng.emission.waiting() == 1 and eng.table.size == 1
+
+    def lost():
+        raise RuntimeError("CUDA error: an illegal memory access was encountered")
+
+    monkeypatch.setattr(eng.emission._launched.decoding, "samples", lost)
+    eng.worker.thread.start()
+    try:
+        finals = [h.collect(timeout=60)[1] for h in (short, long)]
+    finally:
+        eng.stop(drain=False)
+    why = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert [(f.kind, f.message) for f in finals] == [("internal", why)] * 2
+
+
+def test_a_request_hears_nothing_after_its_end():
+    """Events after a request's result or error are dropped: a failed turn answers every row it
+    held, and one of them may just have been answered."""
+    handle = RequestHandle(SynthRequest(TEXT), loop=None)
+    handle.put(SynthError("internal", "first"))
+    handle.put(SynthError("internal", "second"))
+    handle.put(AudioChunk(np.zeros(4, np.float32), 24_000, 0))
+    assert handle.next_event_blocking(timeout=1) == SynthError("internal", "first")
+    assert handle._q.empty()
 
 
 def test_drain_answers_everything_then_refuses(tiny_pipe, overlap):

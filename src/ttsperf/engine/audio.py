@@ -123,7 +123,7 @@ class BatchedAudio:
     def launch(self, hidden: torch.Tensor, windows: list[Window]) -> Decoding:
         """Queue the call (one per length group) on the current stream and its samples' copy to
         the host; nothing waits for the device (CUDA: the copy goes to pinned memory)."""
-        cuda = hidden.device.type == "cuda"
+        cuda = hidden.device.type == "cuda" and bool(windows)  # no call: nothing to wait for
         start = _recorded() if cuda else None
         t0 = time.perf_counter()
         groups: dict[int, list[int]] = {}
@@ -210,8 +210,10 @@ class Decoding:
         out: list[np.ndarray] = [np.zeros(0, np.float32)] * self.count
         for members, p, wav in self.parts:
             host = wav.cpu().numpy()  # on the host already (CUDA: pinned, copied)
+            pinned = wav.is_pinned()  # chunks a consumer keeps must not hold pinned memory
             for r, (u0, n) in enumerate(zip(p.starts, p.lengths, strict=True)):
-                out[members[r]] = host[r, u0 : u0 + n]
+                part = host[r, u0 : u0 + n]
+                out[members[r]] = part.copy() if pinned else part
         return out
 
 

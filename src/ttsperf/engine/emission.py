@@ -110,8 +110,9 @@ class Emission:
             self.hand_out()
 
     def hand_out(self) -> None:
-        """The audio launched last, to its rows (waiting for it, on CUDA), then the ends it was for."""
-        launched, self._launched = self._launched, None
+        """The audio launched last, to its rows (waiting for it, on CUDA), then the ends it was
+        for. Kept until all is out: if the device fails here, `settle` answers who is left."""
+        launched = self._launched
         if launched is None:
             return
         if launched.chunks:
@@ -119,8 +120,11 @@ class Emission:
             self.stats.audio_call_seconds.observe(launched.decoding.seconds)
             for (handle, index), part in zip(launched.chunks, samples, strict=True):
                 handle.put(AudioChunk(part, self.sample_rate, index))
-        for end in launched.ends:
-            self.replies.answer(end)
+            launched.chunks.clear()
+        while launched.ends:
+            self.replies.answer(launched.ends[0])
+            launched.ends.pop(0)
+        self._launched = None
 
     def waiting(self) -> int:
         """Requests whose rows left and whose end waits for their audio."""
@@ -130,10 +134,10 @@ class Emission:
     def settle(self) -> list[RequestHandle]:
         """After a failed turn: hand out the audio launched if it can still be read -> the
         requests waiting for it that could not be answered (their rows left the table already)."""
-        launched = self._launched
         try:
             self.hand_out()
         except Exception:  # noqa: BLE001 - the device failed too: their audio is lost
+            launched, self._launched = self._launched, None
             return [end.handle for end in launched.ends] if launched else []
         return []
 

@@ -321,6 +321,7 @@ class Engine:
 
     def _shrink(self, shrink: oom.Shrink) -> None:
         """Apply the OOM policy's decision."""
+        self.emission.hand_out()  # the audio launched before: out before a row it was for fails
         self.stats.ooms += 1
         if torch.cuda.is_available():
             torch.cuda.empty_cache()

@@ -136,9 +136,15 @@ class RequestHandle:
         self.seed = 0
         self.deadline = float("inf")  # time.monotonic() past which it is answered 'timeout'
         self.on_cancel: Callable[[RequestHandle], None] | None = None
+        self.ended = False  # its result or error was put: nothing more is
 
     # -- producer (engine thread)
     def put(self, event: Event) -> None:
+        """Hand the consumer an event; after its end, nothing (a failed turn answers every row it
+        held, some of which may have just been answered)."""
+        if self.ended:
+            return
+        self.ended = isinstance(event, (SynthResult, SynthError))
         if self._sink is not None:
             self._sink(self, event)
         elif self._aq is not None and self._loop is not None:
