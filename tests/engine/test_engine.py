@@ -218,10 +218,9 @@ def test_a_bug_in_a_turn_answers_its_requests_internal_and_the_engine_goes_on(
     assert "a turn failed" in caplog.text
 
 
-def test_a_failed_turn_still_hands_out_the_audio_launched_before_it(tiny_pipe, monkeypatch):
-    """One step ahead, a row that finished waits one turn for its last audio; if that turn fails,
-    the finished request still hears its chunks and its result, and the one still running hears
-    'internal'."""
+def one_end_waiting(tiny_pipe):
+    """One step ahead, turns driven by hand until a short request's row finished and its end
+    waits for its audio (handed out next turn) while a long one runs -> (engine, short, long)."""
     eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=True, prefill_wait=0.0))
     short = eng.submit(SynthRequest(OTHERS[1], GREEDY, stream=True))
     long = eng.submit(SynthRequest(TEXT * 4, GREEDY, stream=True))
@@ -230,7 +229,15 @@ def test_a_failed_turn_still_hands_out_the_audio_launched_before_it(tiny_pipe, m
             eng._turn()
             if eng.emission.waiting():
                 break
-    assert eng.emission.waiting() == 1 and eng.table.size == 1  # the short one's end waits
+    assert eng.emission.waiting() == 1 and eng.table.size == 1
+    return eng, short, long
+
+
+def test_a_failed_turn_still_hands_out_the_audio_launched_before_it(tiny_pipe, monkeypatch):
+    """One step ahead, a row that finished waits one turn for its last audio; if that turn fails,
+    the finished request still hears its chunks and its result, and the one still running hears
+    'internal'."""
+    eng, short, long = one_end_waiting(tiny_pipe)
 
     def failing():
         raise ValueError("a bug")
@@ -251,15 +258,7 @@ def test_a_failed_turn_still_hands_out_the_audio_launched_before_it(tiny_pipe, m
 def test_audio_that_cannot_be_read_back_answers_the_requests_waiting_for_it(tiny_pipe, monkeypatch):
     """One step ahead, if the audio launched for a row that finished cannot be read back (the
     device failed), that request is answered 'internal' like the running one, not left waiting."""
-    eng = Engine(tiny_pipe, EngineConfig(max_batch=2, overlap=True, prefill_wait=0.0))
-    short = eng.submit(SynthRequest(OTHERS[1], GREEDY, stream=True))
-    long = eng.submit(SynthRequest(TEXT * 4, GREEDY, stream=True))
-    with eng._contexts():
-        for _ in range(1000):
-            eng._turn()
-            if eng.emission.waiting():
-                break
-    assert eng.emission.waiting() == 1 and eng.table.size == 1
+    eng, short, long = one_end_waiting(tiny_pipe)
 
     def lost():
         raise RuntimeError("CUDA error: an illegal memory access was encountered")
