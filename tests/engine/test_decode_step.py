@@ -9,13 +9,21 @@ the engine's against the one-batch pipeline's (the same step, model/step.py).
 
 from __future__ import annotations
 
-import pytest
+import re
+from dataclasses import replace
 
+import pytest
+import torch
+from torch._inductor.utils import run_and_get_code
+
+from ttsperf.engine.decode_step import DecodeStep
 from ttsperf.engine.engine import Engine, EngineConfig
 from ttsperf.engine.graphs import GraphedStep, buckets, pick
 from ttsperf.engine.switches import Switches
 from ttsperf.engine.types import SynthRequest, SynthResult
 from ttsperf.model.config import TINY
+from ttsperf.model.forward import SlotForward
+from ttsperf.model.kv import KVSlots
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import SamplingParams
 
@@ -105,9 +113,51 @@ def test_compiled_step_gives_the_same_tokens_without_recompiling(eager_tokens):
     info = engine.describe()
     report = info["switches"]["compile"]
     assert report["applied"] is True and "compiled in" in report["note"]
-    # batch 1 and batch >= 2, compiled at start; varying batch and context compiled nothing more
+    # batch 1 and batch >= 2, compiled at start; varying batch and context compiled nothing more;
+    # the prefill's too, rows joining together and alone, with prompts of several lengths
     assert info["decode_step"]["compiled_graphs"] == 2
+    assert info["prefill_compiled_graphs"] == 2
     assert info["decode_step"]["compile_seconds"] > 0
+
+
+@pytest.mark.slow
+def test_compiled_step_and_prefill_write_the_kv_slots_in_place_and_compile_once():
+    """Written through a layer's view (k[layer][rows, :, positions]), the compiled step and prefill
+    copied that layer's whole K and V out and back every call: chattts on this CPU, 1,062 ms a
+    compiled step against 42.5 eager (benchmarks/compile_cpu.py). What inductor generates must
+    allocate nothing of the slots' length (a prime, so no other size matches it). And a layer's
+    index, were it a view, would have its storage offset tied to an equal prompt length (here
+    layer 7 and 7 tokens), so the next prompt length would recompile."""
+    cfg = replace(TINY, gpt=replace(TINY.gpt, num_hidden_layers=8))
+    g, slot_tokens = cfg.gpt, 1031
+    pipe = Pipeline.synthetic_model(cfg, seed=0)
+    slots = KVSlots(
+        g.num_hidden_layers, 4, g.num_key_value_heads, slot_tokens, g.hidden_size // g.num_attention_heads,
+        dtype=torch.float32, device=pipe.device,
+    )  # fmt: skip
+    step = DecodeStep(pipe.model, SlotForward(pipe.model.gpt), slots, compile=True)
+
+    def prompts(rows: int, length: int) -> tuple[torch.Tensor, ...]:
+        ids, text = (
+            torch.zeros(rows, length, g.num_vq, dtype=torch.long),
+            torch.ones(rows, length, dtype=torch.bool),
+        )
+        return ids, text, torch.full((rows,), length - 1), torch.arange(rows)
+
+    with torch.inference_mode():
+        codes = torch.zeros(4, g.num_vq, dtype=torch.long)
+        # one call: run_and_get_code resets dynamo's caches first
+        _, code = run_and_get_code(
+            lambda: (step(codes[:3], torch.tensor([4, 6, 9]), 10), step.prefill(*prompts(2, 7)))
+        )
+        for rows, length in ((2, 8), (3, 12), (4, 5)):
+            step.prefill(*prompts(rows, length))
+        step(codes[:2], torch.tensor([3, 7]), 8)
+        step(codes, torch.tensor([1, 2, 3, 29]), 30)
+    assert len(code) == 2  # both compiled here
+    allocations = re.findall(r"empty_strided\w*\(\(([^)]*)\)", "\n".join(code))
+    assert allocations and not [a for a in allocations if str(slot_tokens) in a.replace(" ", "").split(",")]
+    assert (step.compiles, step.prefill_compiles) == (1, 1)  # rows >= 2: one graph each, whatever the lengths
 
 
 def test_cuda_graphs_on_cpu_say_why_and_the_engine_runs(eager_tokens):

@@ -26,8 +26,10 @@ def _warm_line(info: dict) -> str:
     """What the engine built before /readyz, and the buckets it holds (the whole list: /healthz)."""
     warmed, step = info["warmed"], info["decode_step"]
     if not warmed.get("decode_graphs"):
-        compiled = step["compiled_graphs"]
-        return f"{compiled} compiled graphs" if compiled else "nothing to capture (eager)"
+        step_graphs, prefill_graphs = step["compiled_graphs"], info["prefill_compiled_graphs"]
+        if not step_graphs + prefill_graphs:
+            return "nothing to capture (eager)"
+        return f"{step_graphs} compiled decode graphs and {prefill_graphs} compiled prefill graphs"
     keys = step["cuda_graphs"]
     batches, contexts, tops = (sorted({k[i] for k in keys}) for i in range(3))
     rows, prompts = (sorted({k[i] for k in info["prefill_graphs"]}) for i in range(2))

@@ -190,6 +190,7 @@ class Engine:
             },
             "overlap": self.overlap,  # step N's status read while step N+1 runs
             "prefill_graphs": sorted(prefill.graphs) if prefill else [],  # (rows, prompt tokens)
+            "prefill_compiled_graphs": step.prefill_compiles,  # --compile: one row, rows >= 2
             "first_code_graphs": sorted(prefill.first_codes) if prefill else [],  # (rows, candidates)
             "eager_prefill_calls": prefill.eager_calls if prefill else 0,
             "audio_graphs": sorted(k[1:] for k in audio.graphs) if audio else [],

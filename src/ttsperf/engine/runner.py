@@ -195,10 +195,9 @@ class Runner:
     def prefill_forward(
         self, ids: torch.Tensor, text: torch.Tensor, last: torch.Tensor, slots: torch.Tensor
     ) -> Outputs:
-        """The prefill's device part, no host read (graphed per bucket): padded prompts on the
-        device (model.step.pad_prompts) into their KV slots -> last hidden states, code logits."""
-        hidden = self.decode_step.step.prefill_padded(ids, text, last, slots)
-        return hidden, self.pipe.model.embed.code_logits(hidden)
+        """The prefill's device part, no host read (compiled, or graphed per bucket): padded prompts
+        on the device (model.step.pad_prompts) into their KV slots -> last hidden states, code logits."""
+        return self.decode_step.prefill(ids, text, last, slots)
 
     # ------------------------------------------------------------------ the step
 

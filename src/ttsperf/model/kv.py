@@ -45,7 +45,20 @@ class KVSlots:
         # written in place with grad on
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
+        # Writes index k and v whole, the layer by a tensor: written through a view (k[layer]),
+        # a compiled step or prefill copied that layer's whole K and V out and back every call
+        # (inductor does not write a view of an input in place: chattts's compiled step took 25x
+        # the eager one). One tensor per layer, made once: no copy to the device per write; of
+        # one element, not 0-d (inductor reads a 0-d index on the host); each its own, not a
+        # view (compiled, a view's storage offset is one more size, tied to any size equal to it)
+        self._layers = [torch.full((1,), i, device=device) for i in range(layers)]
+        # the rows' and positions' indices as views of these: no arange launched per layer
+        self._rows, self._positions = (torch.arange(n, device=device) for n in (max_batch, max_len))
         self.max_batch, self.max_len, self.dtype = max_batch, max_len, dtype
+
+    def tensors(self) -> list[torch.Tensor]:
+        """Every tensor it holds: a compiled step pins their sizes (they never change)."""
+        return [self.k, self.v, *self._layers, self._rows, self._positions]
 
     @staticmethod
     def bytes_needed(
@@ -63,9 +76,9 @@ class KVSlots:
 
     def write_step(self, layer: int, positions: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
         """k, v: (B, kv_heads, head_dim) at each row's own position (rows = slots 0..B-1)."""
-        rows = torch.arange(k.shape[0], device=k.device)
-        self.k[layer][rows, :, positions] = k.to(self.k[layer].dtype)
-        self.v[layer][rows, :, positions] = v.to(self.v[layer].dtype)
+        where = (self._layers[layer], self._rows[: k.shape[0]], slice(None), positions)  # -> (B, heads, dim)
+        self.k[where] = k.to(self.dtype)
+        self.v[where] = v.to(self.dtype)
 
     def view(self, layer: int, batch: int, length: int) -> tuple[torch.Tensor, torch.Tensor]:
         return self.k[layer][:batch, :, :length], self.v[layer][:batch, :, :length]
@@ -75,9 +88,16 @@ class KVSlots:
         or of the slots a (n,) tensor on the device names (a captured prefill: its slots change
         from call to call, not its code)."""
         n, p = k.shape[0], k.shape[2]
-        where = slice(rows, rows + n) if isinstance(rows, int) else rows
-        self.k[layer][where, :, :p] = k.to(self.k[layer].dtype)
-        self.v[layer][where, :, :p] = v.to(self.v[layer].dtype)
+        slots = self._rows[rows : rows + n] if isinstance(rows, int) else rows
+        # indices, not a slice `:p`: one scatter, written in place when compiled (see __init__)
+        where = (
+            self._layers[layer],
+            slots.unsqueeze(1),
+            slice(None),
+            self._positions[:p],
+        )  # (n, p, heads, dim)
+        self.k[where] = k.transpose(1, 2).to(self.dtype)
+        self.v[where] = v.transpose(1, 2).to(self.dtype)
 
     def move_many(self, src: torch.Tensor, dst: torch.Tensor, length: int) -> None:
         """Copy slots src[i]'s first `length` positions into slots dst[i], every layer at once (a
