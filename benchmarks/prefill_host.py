@@ -123,6 +123,8 @@ def main() -> None:
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     a = p.parse_args()
     rows, modes = [int(x) for x in a.rows.split(",")], a.modes.split(",")
+    if unknown := sorted(set(modes) - {"eager", "compile"}):
+        p.error(f"--modes: {', '.join(unknown)} is not a mode; expected eager, compile or eager,compile")
     if a.inner:
         print(json.dumps(measure(a.device, a.config, a.dtype, rows, a.repeats, modes[0])))
         return
@@ -135,7 +137,9 @@ def main() -> None:
     first = next(iter(runs))  # the ratio's reference: this tree's first mode
     print(f"{a.config} {a.device} {a.dtype}; ms: median over {len(runs[first])} run(s) of medians")
     head = f"{'tree':<10}{'mode':<8}{'rows':>5}{'ms/call':>9}{'ms/row':>8}{'ops':>7}{'syncs':>7}{'recomp':>7}"
-    print(head + (f"  vs {' '.join(first)}" if len(runs) > 1 else ""))
+    if len(runs) > 1:
+        print(f"ratio: {' '.join(first)}'s ms / the row's (above 1: the row is faster)")
+    print(head + ("  ratio" if len(runs) > 1 else ""))
     for (tree, mode), got in runs.items():
         for i, n in enumerate(rows):
             ms = statistics.median(r[i]["ms"] for r in got)
