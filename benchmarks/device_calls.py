@@ -27,7 +27,8 @@ has Runner.launch: the engine's turn one step ahead on a GPU, launch step N+1 th
 status), `turn of 4` (the same with 4 decode steps a turn, `serve --steps-per-turn 4`, where a
 tree has it: per step = / 4), `audio of 4` (the turn's audio call for 4 streamed chunks:
 Runner.emit, which waits for the samples, or where a tree has it Runner.launch_audio, whose
-samples the engine takes at the next turn one step ahead), `leave 2 of 8` (Runner.remove of
+samples the engine takes at the next turn one step ahead; where a tree's call can make the 16-bit
+PCM, as serve's engine process has it, it does), `leave 2 of 8` (Runner.remove of
 slots 0 and 3 at batch 8). The base is counted eagerly (it has no graphed prefill; its decode
 graphs are counted as in this tree only where it has `graphs_without_capture`).
 """
@@ -200,6 +201,8 @@ def measure(graphs: bool) -> dict[str, dict]:
     extra = {"graphs_without_capture": True} if graphs and "graphs_without_capture" in params else {}
     if graphs and not extra:
         return {}
+    if "pcm" in params:  # the audio call makes the PCM, as in serve's engine process
+        extra["pcm"] = True
     r = runner_module.Runner(
         pipe, max_batch=16, max_prompt_tokens=512, max_new_tokens=160, lookahead_steps=4,
         switch_report=report, **extra,

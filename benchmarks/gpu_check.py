@@ -30,7 +30,8 @@ Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT i
      ahead (CUDA graphs on a card): the same audio to the byte (section 5 times both; its
      "cuda_graphs at once" row is the read-at-once step); and 4 decode steps a turn
      (`--steps-per-turn 4`, section 5's "4 a turn" row): the same steps and chunks, the largest
-     sample difference
+     sample difference; one step ahead with the PCM made by the audio call (inside its graphs on a
+     card): the host's to_pcm16 of the float chunks, to the byte
   7. streams held: closed loops of 16, 64, 128 and 256 streaming clients (5 s clips, bf16, CUDA
      graphs) for 20 s each: TTFA p50/p99 and audio s/s; the most streams at TTFA p99 <= 300 ms
 """
@@ -52,12 +53,13 @@ from torch.utils._python_dispatch import TorchDispatchMode
 aten = torch.ops.aten
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
+from ttsperf.audio import to_pcm16  # noqa: E402
 from ttsperf.engine.audio import BatchedAudio  # noqa: E402
 from ttsperf.engine.engine import Engine, EngineConfig  # noqa: E402
 from ttsperf.engine.graphs import GraphedAudio  # noqa: E402
 from ttsperf.engine.runner import Admission  # noqa: E402
 from ttsperf.engine.switches import Switches  # noqa: E402
-from ttsperf.engine.types import SynthRequest  # noqa: E402
+from ttsperf.engine.types import AudioChunk, PcmChunk, SynthRequest  # noqa: E402
 from ttsperf.model.config import get_config  # noqa: E402
 from ttsperf.model.forward import SlotForward  # noqa: E402
 from ttsperf.model.kv import KVSlots  # noqa: E402
@@ -263,27 +265,30 @@ def engine_steps(cfg, device, dtype: str, batches: list[int], quick: bool) -> li
 
 
 def one_ahead_same_audio(cfg, device, dtype: str) -> dict:
-    """A request alone, streamed, its status read at once and one step ahead: the same bytes; and
-    4 steps a turn one step ahead: the same steps and chunks, samples to float rounding."""
+    """A request alone, streamed, its status read at once and one step ahead: the same bytes; 4 steps
+    a turn one step ahead: the same steps and chunks, samples to float rounding; and one step ahead
+    with the PCM made by the audio call (the engine process's mode; on a card inside the audio
+    graphs): the bytes the host makes from the float samples."""
     pipe = Pipeline.synthetic_model(cfg, seed=0, device=str(device), dtype=dtype)
     switches = Switches(dtype=dtype, cuda_graphs=device.type == "cuda")
     got = {}
-    for overlap, steps in ((False, 1), (True, 1), (True, 4)):
+    for overlap, steps, pcm in ((False, 1, False), (True, 1, False), (True, 4, False), (True, 1, True)):
         config = EngineConfig(
-            max_batch=4, max_prompt_tokens=160, max_new_tokens=512, overlap=overlap, steps_per_turn=steps
-        )
+            max_batch=4, max_prompt_tokens=160, max_new_tokens=512, overlap=overlap, steps_per_turn=steps,
+            pcm=pcm,
+        )  # fmt: skip
         engine = Engine(pipe, config, switches).start()
         try:
             request = SynthRequest(LONG_TEXT[:40], SamplingParams(seed=7), stream=True)
             handle, chunks = engine.submit(request), []
             event = handle.next_event_blocking(timeout=300)
-            while hasattr(event, "samples"):
-                chunks.append(event.samples.tobytes())
+            while isinstance(event, AudioChunk | PcmChunk):
+                chunks.append(event.pcm if pcm else event.samples.tobytes())
                 event = handle.next_event_blocking(timeout=300)
-            got[overlap, steps] = (chunks, getattr(event, "steps", None))
+            got[overlap, steps, pcm] = (chunks, getattr(event, "steps", None))
         finally:
             engine.stop(drain=False, timeout=60)
-    (one, one_steps), (four, four_steps) = got[True, 1], got[True, 4]
+    (one, one_steps), (four, four_steps) = got[True, 1, False], got[True, 4, False]
     same_cuts = one_steps == four_steps and [len(c) for c in one] == [len(c) for c in four]
     diff = None
     if same_cuts:  # the samples are float32 (AudioChunk)
@@ -292,9 +297,11 @@ def one_ahead_same_audio(cfg, device, dtype: str) -> dict:
             for a, b in zip(one, four, strict=True)
         ]
         diff = max((float(d.max()) for d in diffs if d.size), default=0.0)
+    host_pcm = [to_pcm16(np.frombuffer(c, np.float32)) for c in one]
     return {
-        "chunks": len(one), "steps": one_steps, "same_bytes": got[False, 1] == got[True, 1],
+        "chunks": len(one), "steps": one_steps, "same_bytes": got[False, 1, False] == got[True, 1, False],
         "four_a_turn": {"same_steps_and_chunks": same_cuts, "largest_difference": diff},
+        "pcm_on_device_same_bytes": got[True, 1, True] == (host_pcm, one_steps),
     }  # fmt: skip
 
 

@@ -10,7 +10,8 @@ compute that hides it on a CPU).
 Each tree (its own code through PYTHONPATH, in a process of its own, one torch thread) runs the
 engine in that process on `tiny` (synthetic weights, max batch 64): `--clients` threads each
 submit streamed zh-8s requests back to back until `--requests` are answered. A sink does the core
-process's per-chunk work (int16 PCM) and each turn pickles the turn's chunks, as the core's
+process's per-chunk work (int16 PCM: made on the host, or by the audio call where the tree's engine
+can, as the core process has it do) and each turn pickles the turn's chunks, as the core's
 message does. Wrapped around the engine's own calls (the parts of a turn: the step's launch and
 its status read, the events that answer and hand out audio, rows leaving, admission, the sink
 and the turn's message), the engine thread's CPU seconds in each, less the CPU spent inside the
@@ -90,6 +91,8 @@ def inner(clients: int, requests: int, steps: int) -> dict[str, float]:
         if hasattr(owner, method):
             setattr(owner, method, timed(name, getattr(owner, method)))
     more = {"steps_per_turn": steps} if steps > 1 else {}  # a base without the setting: 1
+    if "pcm" in EngineConfig.__dataclass_fields__:  # the audio call makes the PCM, as in serve's core
+        more["pcm"] = True
     config = EngineConfig(max_batch=64, max_queue=256, **more)
     engine = Engine(Pipeline.synthetic_model(TINY, seed=0), config)
     outbox: list[bytes] = []
@@ -105,6 +108,8 @@ def inner(clients: int, requests: int, steps: int) -> dict[str, float]:
     def sink(handle, event) -> None:
         if isinstance(event, AudioChunk):
             outbox.append(to_pcm16(event.samples))
+        elif hasattr(event, "pcm"):  # PcmChunk: made by the audio call
+            outbox.append(event.pcm)
         else:  # its last event, SynthResult or SynthError
             answered.release()
 

@@ -5,7 +5,8 @@ every process of a server, whichever tree's code it runs. It wraps, as their mod
 calls that are the model's forward, sampling and vocoder in every tree since 3dd0b04: the decode
 forward and code heads (`Step.__call__`), the prefill's forward (`Embed.embed_prompt`,
 `SlotForward.prefill_many`, `Embed.code_logits`), sampling and the state update (`Rows.accept`) and
-the audio call's Decoder+Vocos (`BatchedAudio.synthesize`). The calling thread's CPU seconds inside
+the audio call's Decoder+Vocos (`BatchedAudio.synthesize`; `synthesize_pcm` where the call also
+makes the 16-bit PCM, which a card's device does). The calling thread's CPU seconds inside
 the outermost of them (one torch thread: an op computes on the thread that calls it) add up, and a
 daemon thread writes the total to `TTSPERF_COMPUTE_DIR/compute-<pid>.json` five times a second.
 A process that never imports the model writes nothing (this tree's front).
@@ -25,7 +26,7 @@ TARGETS = {
     "ttsperf.model.step": [("Step", "__call__"), ("Rows", "accept")],
     "ttsperf.model.forward": [("SlotForward", "prefill_many")],
     "ttsperf.model.gpt": [("Embed", "embed_prompt"), ("Embed", "code_logits")],
-    "ttsperf.engine.audio": [("BatchedAudio", "synthesize")],
+    "ttsperf.engine.audio": [("BatchedAudio", "synthesize"), ("BatchedAudio", "synthesize_pcm")],
 }
 OUT = os.environ.get("TTSPERF_COMPUTE_DIR")
 _total = {"seconds": 0.0, "calls": 0}

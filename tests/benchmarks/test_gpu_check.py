@@ -38,6 +38,7 @@ def test_gpu_check_dry_run_covers_every_section(tmp_path):
         "one_ahead",
     } <= set(out)
     assert out["one_ahead"]["same_bytes"] and out["one_ahead"]["chunks"] >= 2
+    assert out["one_ahead"]["pcm_on_device_same_bytes"]
     four = out["one_ahead"]["four_a_turn"]
     assert four["same_steps_and_chunks"] and four["largest_difference"] < 1e-5
     assert [r for r in out["engine_steps"] if r["variant"] == "eager one ahead 4 a turn"]

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from ttsperf.audio import to_pcm16
 from ttsperf.engine.audio import BatchedAudio
 from ttsperf.engine.graphs import GraphedAudio
 from ttsperf.model.config import TINY
@@ -51,3 +52,30 @@ def test_compiled_call_matches_eager_and_compiles_once_for_rows_and_frames(setup
         for a, b in zip(eager.decode(hidden, windows), compiled.decode(hidden, windows), strict=True):
             np.testing.assert_allclose(a, b, atol=1e-4)
     assert not torch._dynamo.utils.counters["stats"]["unique_graphs"]  # no recompile after start
+
+
+@pytest.mark.slow
+@torch.inference_mode()
+def test_compiled_pcm_call_is_the_compiled_float_call_as_pcm(setup):
+    """With `pcm` the conversion compiles into the call's graph: at most one step of 16-bit PCM from
+    the host's conversion of the compiled float call (fusing may round the last float bit
+    otherwise), and no recompile after start."""
+    pipe, hidden = setup
+    floats, pcm = (
+        BatchedAudio(pipe.model, 4, compile=True),
+        BatchedAudio(pipe.model, 4, compile=True, pcm=True),
+    )
+    for audio in (floats, pcm):
+        audio.compile_now(hidden, {"note": "compile"})
+        assert audio.compiled
+    torch._dynamo.utils.counters.clear()
+    same = total = 0
+    for lengths in ([5], [9, 30, 17], [40, 41, 60, 33, 50]):
+        windows = _windows(floats, lengths)
+        for a, b in zip(floats.decode(hidden, windows), pcm.decode(hidden, windows), strict=True):
+            host = np.frombuffer(to_pcm16(a), "<i2")
+            assert b.dtype == np.int16 and b.shape == host.shape and len(b) > 0
+            assert np.abs(b.astype(np.int32) - host).max() <= 1
+            same, total = same + int((b == host).sum()), total + len(b)
+    assert same / total > 0.99, f"{same} of {total} samples equal"
+    assert not torch._dynamo.utils.counters["stats"]["unique_graphs"]

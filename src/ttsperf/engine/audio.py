@@ -47,6 +47,12 @@ def _gather(
     return torch.where(real.unsqueeze(-1), picked, 0.0), real
 
 
+def pcm16(wav: torch.Tensor) -> torch.Tensor:
+    """ttsperf.audio.to_pcm16 on the call's device: the same float32 clip, scale and round (half to
+    even in both), so the bytes are the same; the host gets half the bytes and converts nothing."""
+    return (wav.float().clamp(-1.0, 1.0) * 32767.0).round().to(torch.int16)
+
+
 SynthFn = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]  # BatchedAudio.synthesize
 
 
@@ -75,26 +81,31 @@ class Window:
 
 
 class BatchedAudio:
-    """The engine's audio call. `compile`: the device part (`synthesize`) is one
+    """The engine's audio call. Its device part (`device_part`) is `synthesize`, or with `pcm`
+    `synthesize_pcm`: 16-bit PCM made on the device. `compile`: that part is one
     torch.compile(dynamic=True) graph, rows and frames symbolic; `cuda_graphs`: it is replayed from
     CUDA graphs per (rows, steps, frames) bucket (graphs.py GraphedAudio)."""
 
-    def __init__(self, model: ChatTTSModel, lookahead_steps: int, *, compile: bool = False):
+    def __init__(
+        self, model: ChatTTSModel, lookahead_steps: int, *, compile: bool = False, pcm: bool = False
+    ):
         self.model = model
         self.hop = model.cfg.vocos.hop_length
         self.ctx_frames = context_frames(model)
         self.lookahead_frames = 2 * lookahead_steps
         self.dtype = next(model.decoder.parameters()).dtype
-        self.call: SynthFn = self.synthesize
+        self.pcm = pcm
+        self.device_part: SynthFn = self.synthesize_pcm if pcm else self.synthesize
+        self.call: SynthFn = self.device_part
         self.compiled = compile
         if compile:
-            self.call = torch.compile(self.synthesize, dynamic=True)
+            self.call = torch.compile(self.device_part, dynamic=True)
 
     def compile_now(self, hidden: torch.Tensor, report: dict) -> None:
         """Compile at start, not on the first chunk: one and two rows (rows >= 2 share a graph), over
         the engine's own `hidden`. If compiling fails, the call runs eagerly and the report says why."""
         if self.compiled and not report.get("applied", True):  # the step's compile failed: none
-            self.call, self.compiled = self.synthesize, False
+            self.call, self.compiled = self.device_part, False
         if not self.compiled:
             return
         try:
@@ -103,7 +114,7 @@ class BatchedAudio:
                 self.decode(hidden, [Window(r, 0, steps, 0, self.hop) for r in range(rows)])
             report["note"] += f"; audio call compiled in {time.perf_counter() - t0:.1f} s"
         except Exception as exc:  # noqa: BLE001 - any failure of the compiler stack
-            self.call, self.compiled = self.synthesize, False
+            self.call, self.compiled = self.device_part, False
             why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
             report["note"] += f"; audio call failed to compile, runs eagerly: {why}"
 
@@ -138,7 +149,8 @@ class BatchedAudio:
                 wav = host.copy_(wav, non_blocking=True)
             parts.append((members, p, wav))
         done = _recorded() if cuda else None
-        return Decoding(len(windows), parts, start, done, time.perf_counter() - t0)
+        empty = np.zeros(0, np.int16 if self.pcm else np.float32)
+        return Decoding(len(windows), parts, start, done, time.perf_counter() - t0, empty)
 
     def plan(self, windows: list[Window]) -> CallPlan:
         """The host's part of a call: which steps each row decodes and which frames reach its samples."""
@@ -174,6 +186,12 @@ class BatchedAudio:
         head = self.model.vocos.head
         return head.istft.overlap_add(head.spectrum(sub), present)
 
+    def synthesize_pcm(
+        self, hidden: torch.Tensor, index: torch.Tensor, steps: int, frames: int
+    ) -> torch.Tensor:
+        """`synthesize` as 16-bit PCM, in the same graph (compiled, captured)."""
+        return pcm16(self.synthesize(hidden, index, steps, frames))
+
     def inputs(self, windows: list[Window], hidden: torch.Tensor) -> tuple[CallPlan, tuple]:
         """The call's plan and `synthesize`'s arguments (the index copied to the device in a copy
         that does not wait for it)."""
@@ -190,8 +208,9 @@ def _recorded() -> torch.cuda.Event:
 
 class Decoding:
     """An audio call on its way: `samples()` waits for it (CUDA: its copy's event, not the
-    device) -> each window's new samples, in order; `seconds`: the call's time (CUDA: on the
-    device, between events around it, once waited for; a CPU: its launch, which computed it)."""
+    device) -> each window's new samples, in order (float, or int16 PCM where the call made it);
+    `seconds`: the call's time (CUDA: on the device, between events around it, once waited for;
+    a CPU: its launch, which computed it)."""
 
     def __init__(
         self,
@@ -200,14 +219,16 @@ class Decoding:
         start: torch.cuda.Event | None,
         done: torch.cuda.Event | None,
         seconds: float,
+        empty: np.ndarray,
     ):
         self.count, self.parts, self.start, self.done, self.seconds = count, parts, start, done, seconds
+        self.empty = empty
 
     def samples(self) -> list[np.ndarray]:
         if self.done is not None and self.start is not None:
             self.done.synchronize()
             self.seconds = self.start.elapsed_time(self.done) / 1e3
-        out: list[np.ndarray] = [np.zeros(0, np.float32)] * self.count
+        out: list[np.ndarray] = [self.empty] * self.count
         for members, p, wav in self.parts:
             host = wav.cpu().numpy()  # on the host already (CUDA: pinned, copied)
             pinned = wav.is_pinned()  # chunks a consumer keeps must not hold pinned memory

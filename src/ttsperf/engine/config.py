@@ -71,6 +71,10 @@ class EngineConfig:
     # the CUDA-graph path without capturing (each bucket's padded step runs eagerly): its buckets
     # and warm-up checked on a CPU (tests); never a serve flag
     graphs_without_capture: bool = False
+    # chunks as 16-bit PCM made by the audio call on the device (PcmChunk): what the engine's process
+    # sends the front (core.py), half the bytes copied back and nothing converted on the host.
+    # False: float32 AudioChunk, for callers in the same process (profile, tests); never a serve flag
+    pcm: bool = False
 
     def validate(self) -> EngineConfig:
         names = (

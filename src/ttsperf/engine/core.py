@@ -19,14 +19,14 @@ import logging
 import os
 import sys
 import threading
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
 import torch
 
-from ttsperf.audio import to_pcm16
 from ttsperf.engine.engine import Engine
 from ttsperf.engine.oom import is_oom
-from ttsperf.engine.types import Accepted, AudioChunk, Event, PcmChunk, RequestHandle
+from ttsperf.engine.types import Accepted, Event, PcmChunk, RequestHandle
 from ttsperf.engine.wire import CoreSpec, dumps, loads
 from ttsperf.errors import UserError
 from ttsperf.model.pipeline import Pipeline
@@ -42,7 +42,8 @@ def main(conn: Connection, spec: CoreSpec) -> None:
     if spec.threads is not None:  # engines sharing a CPU's cores (engine/pool.py)
         torch.set_num_threads(spec.threads)
     try:
-        engine = Engine(Pipeline.from_spec(spec.model), spec.engine, spec.switches)
+        # its chunks as the PCM the front sends, made by the audio call on the device
+        engine = Engine(Pipeline.from_spec(spec.model), replace(spec.engine, pcm=True), spec.switches)
         core = Core(engine, conn)
         core.send(("built", {"max_batch": engine.max_batch}))  # its slots allocated; warm-up next
         engine.start()
@@ -96,12 +97,9 @@ class Core:
 
     def _sink(self, front_id: int, event: Event) -> None:
         """A request's event, on the worker thread: kept for the turn's message."""
-        if isinstance(event, AudioChunk):
-            out: object = PcmChunk(to_pcm16(event.samples), event.index)
-        else:  # its last event
-            out = event
+        if not isinstance(event, PcmChunk):  # its last event
             self._handles.pop(front_id, None)
-        self._outbox.append((front_id, out))
+        self._outbox.append((front_id, event))
 
     def flush(self) -> None:
         """Everything the turn produced, in one message."""

@@ -21,7 +21,7 @@ from ttsperf.engine.replies import Finished, Replies
 from ttsperf.engine.runner import Runner, StepOutput
 from ttsperf.engine.scheduler_rows import RowTable
 from ttsperf.engine.stats import EngineStats
-from ttsperf.engine.types import AudioChunk, RequestHandle
+from ttsperf.engine.types import AudioChunk, PcmChunk, RequestHandle
 
 
 class Emission:
@@ -118,8 +118,11 @@ class Emission:
         if launched.chunks:
             samples = launched.decoding.samples()
             self.stats.audio_call_seconds.observe(launched.decoding.seconds)
+            pcm = self.runner.audio.pcm  # made on the device: the bytes the front sends
             for (handle, index), part in zip(launched.chunks, samples, strict=True):
-                handle.put(AudioChunk(part, self.sample_rate, index))
+                handle.put(
+                    PcmChunk(part.tobytes(), index) if pcm else AudioChunk(part, self.sample_rate, index)
+                )
             launched.chunks.clear()
         while launched.ends:
             self.replies.answer(launched.ends[0])

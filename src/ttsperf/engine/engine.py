@@ -78,6 +78,7 @@ class Engine:
             graphs_without_capture=c.graphs_without_capture,
             memory_share=c.memory_share,
             prefill_rows=c.prefill_rows,
+            pcm=c.pcm,
         )
         self.max_batch = self.runner.max_batch
         self.effective_max_batch = self.max_batch  # shrinks after an out-of-memory

@@ -92,6 +92,7 @@ class Runner:
         graphs_without_capture: bool = False,
         memory_share: float = 1.0,
         prefill_rows: int = 8,
+        pcm: bool = False,
     ):
         self.pipe = pipe
         g = pipe.cfg.gpt
@@ -116,7 +117,7 @@ class Runner:
             max_batch, g.num_vq, g.hidden_size, max_new_tokens, g.eos_token, pipe.device,
             last_position=capacity - 1,
         )  # fmt: skip
-        self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile)
+        self.audio = BatchedAudio(pipe.model, lookahead_steps, compile=compile, pcm=pcm)
         # the audio call's own stream (CUDA): it runs beside the next decode step (emit)
         self.audio_stream = torch.cuda.Stream(pipe.device) if pipe.device.type == "cuda" else None
         self.graphed: GraphedStep | None = None
@@ -131,7 +132,7 @@ class Runner:
                 max_batch=max_batch, device=pipe.device, capture=capture,
             )  # fmt: skip
             self.graphed_audio = GraphedAudio(
-                self.audio.synthesize, max_batch, max_new_tokens + 1, capture=capture
+                self.audio.device_part, max_batch, max_new_tokens + 1, capture=capture
             )
             self.audio.call = self.graphed_audio
 

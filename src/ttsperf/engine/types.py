@@ -13,6 +13,7 @@ from typing import Literal
 
 import numpy as np
 
+from ttsperf.audio import from_pcm16
 from ttsperf.model.length import LengthSource
 from ttsperf.model.sampling_params import SamplingParams
 
@@ -108,7 +109,7 @@ class SynthError:
     message: str
 
 
-Event = AudioChunk | SynthResult | SynthError
+Event = AudioChunk | PcmChunk | SynthResult | SynthError  # PcmChunk: an engine with config.pcm
 FrontEvent = Accepted | Rejected | PcmChunk | SynthResult | SynthError  # what a front hears
 
 
@@ -177,6 +178,8 @@ class RequestHandle:
             event = self.next_event_blocking(timeout)
             if isinstance(event, AudioChunk):
                 parts.append(event.samples)
+            elif isinstance(event, PcmChunk):  # config.pcm: the samples as the front would decode them
+                parts.append(from_pcm16(event.pcm))
             else:
                 samples = np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
                 return samples, event
