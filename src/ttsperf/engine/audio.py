@@ -53,7 +53,8 @@ def pcm16(wav: torch.Tensor) -> torch.Tensor:
     return (wav.float().clamp(-1.0, 1.0) * 32767.0).round().to(torch.int16)
 
 
-SynthFn = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]  # BatchedAudio.synthesize
+# BatchedAudio.synthesize, or synthesize_pcm (BatchedAudio.device_part)
+SynthFn = Callable[[torch.Tensor, torch.Tensor, int, int], torch.Tensor]
 
 
 @dataclass(frozen=True)
@@ -149,8 +150,7 @@ class BatchedAudio:
                 wav = host.copy_(wav, non_blocking=True)
             parts.append((members, p, wav))
         done = _recorded() if cuda else None
-        empty = np.zeros(0, np.int16 if self.pcm else np.float32)
-        return Decoding(len(windows), parts, start, done, time.perf_counter() - t0, empty)
+        return Decoding(len(windows), parts, start, done, time.perf_counter() - t0, self.pcm)
 
     def plan(self, windows: list[Window]) -> CallPlan:
         """The host's part of a call: which steps each row decodes and which frames reach its samples."""
@@ -219,19 +219,20 @@ class Decoding:
         start: torch.cuda.Event | None,
         done: torch.cuda.Event | None,
         seconds: float,
-        empty: np.ndarray,
+        pcm: bool = False,
     ):
         self.count, self.parts, self.start, self.done, self.seconds = count, parts, start, done, seconds
-        self.empty = empty
+        self.pcm = pcm
 
     def samples(self) -> list[np.ndarray]:
         if self.done is not None and self.start is not None:
             self.done.synchronize()
             self.seconds = self.start.elapsed_time(self.done) / 1e3
-        out: list[np.ndarray] = [self.empty] * self.count
+        out: list[np.ndarray] = [np.zeros(0, np.int16 if self.pcm else np.float32)] * self.count
         for members, p, wav in self.parts:
             host = wav.cpu().numpy()  # on the host already (CUDA: pinned, copied)
-            pinned = wav.is_pinned()  # chunks a consumer keeps must not hold pinned memory
+            # chunks a consumer keeps must not hold pinned memory (PCM becomes bytes at once)
+            pinned = wav.is_pinned() and not self.pcm
             for r, (u0, n) in enumerate(zip(p.starts, p.lengths, strict=True)):
                 part = host[r, u0 : u0 + n]
                 out[members[r]] = part.copy() if pinned else part

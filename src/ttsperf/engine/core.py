@@ -24,9 +24,10 @@ from multiprocessing.connection import Connection
 
 import torch
 
+from ttsperf.audio import to_pcm16
 from ttsperf.engine.engine import Engine
 from ttsperf.engine.oom import is_oom
-from ttsperf.engine.types import Accepted, Event, PcmChunk, RequestHandle
+from ttsperf.engine.types import Accepted, AudioChunk, Event, PcmChunk, RequestHandle
 from ttsperf.engine.wire import CoreSpec, dumps, loads
 from ttsperf.errors import UserError
 from ttsperf.model.pipeline import Pipeline
@@ -97,7 +98,9 @@ class Core:
 
     def _sink(self, front_id: int, event: Event) -> None:
         """A request's event, on the worker thread: kept for the turn's message."""
-        if not isinstance(event, PcmChunk):  # its last event
+        if isinstance(event, AudioChunk):  # not made by the call (an engine without pcm): made here
+            event = PcmChunk(to_pcm16(event.samples), event.index)
+        elif not isinstance(event, PcmChunk):  # its last event
             self._handles.pop(front_id, None)
         self._outbox.append((front_id, event))
 

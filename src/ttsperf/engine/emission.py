@@ -121,7 +121,9 @@ class Emission:
             pcm = self.runner.audio.pcm  # made on the device: the bytes the front sends
             for (handle, index), part in zip(launched.chunks, samples, strict=True):
                 handle.put(
-                    PcmChunk(part.tobytes(), index) if pcm else AudioChunk(part, self.sample_rate, index)
+                    PcmChunk(part.astype("<i2", copy=False).tobytes(), index)
+                    if pcm
+                    else AudioChunk(part, self.sample_rate, index)
                 )
             launched.chunks.clear()
         while launched.ends:

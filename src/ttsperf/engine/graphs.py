@@ -294,7 +294,7 @@ class GraphedPrefill:
 
 
 class GraphedAudio:
-    """The audio call's device part (BatchedAudio.synthesize) replayed from CUDA graphs, one per
+    """The audio call's device part (BatchedAudio.device_part) replayed from CUDA graphs, one per
     (rows, steps, frames) bucket over the engine's persistent `hidden`, all captured at start
     (`warm`), any other on first use, with
     the decode step's mechanism (`capture`, above). Padding rows decode nothing (0 steps,

@@ -114,8 +114,9 @@ FrontEvent = Accepted | Rejected | PcmChunk | SynthResult | SynthError  # what a
 
 
 class RequestHandle:
-    """The consumer's side of one request. Events arrive in order: AudioChunk*, then exactly one
-    SynthResult or SynthError. Works from asyncio (give `loop`) or from plain threads."""
+    """The consumer's side of one request. Events arrive in order: AudioChunk* (PcmChunk*
+    from an engine with config.pcm), then exactly one SynthResult or SynthError. Works from
+    asyncio (give `loop`) or from plain threads."""
 
     def __init__(
         self,

@@ -86,7 +86,7 @@ def runner(cfg: ModelConfig, device: str, *, compile: bool = False, max_batch: i
     report = {"compile": {"applied": compile, "note": ""}, "cuda_graphs": {"applied": False, "note": ""}}
     return Runner(
         pipe, max_batch=max_batch, max_prompt_tokens=MAX_PROMPT, max_new_tokens=MAX_NEW,
-        lookahead_steps=4, switch_report=report,
+        lookahead_steps=4, switch_report=report, pcm=True,  # the call as serve's engine process runs it
     )  # fmt: skip
 
 
@@ -250,7 +250,7 @@ def count_audio(r: Runner, rows: int) -> Counts:
     windows = audio_windows(r.audio, rows)
     eager = count_until_host_read(r, lambda: r.emit(windows))
     _, args = r.audio.inputs(windows, r.state.hidden)
-    region = kernels(lambda: r.audio.synthesize(*args))
+    region = kernels(lambda: r.audio.device_part(*args))
     return Counts(eager, region, region, eager - region)
 
 
