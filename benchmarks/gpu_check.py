@@ -3,7 +3,9 @@
     python benchmarks/gpu_check.py                      # on a CUDA machine: chattts size, synthetic weights
     python benchmarks/gpu_check.py --device cpu --config tiny --quick   # dry run of every code path
 
-Sections, each printed as a table (and written to $OUT/gpu_check.json when OUT is set):
+It exits 1 when a check that must give the same output to the byte or the code fails (sections 9
+and 10; named at the end and in the JSON's `failed`). Sections, each printed as a table (and
+written to $OUT/gpu_check.json when OUT is set):
   1. correctness: the GPT step and Decoder+Vocos on the device vs on the CPU, fp32 (relative error)
   2. decode step time (engine's slot forward, synchronised, median of repeats) per dtype x batch x
      context, with peak memory from the allocator and achieved weight bandwidth
@@ -536,10 +538,28 @@ def main() -> int:
         peak = f"{r['peak_GiB']:.2f}" if r["peak_GiB"] is not None else "-"
         print(f"{r['dtype']:<6}{r['within']:<24}{r['context']:>6}{r['max_batch']:>10}{r['limit']:>8}"
               f"{peak:>9}{r['seconds']:>6.0f}")  # fmt: skip
+    result["failed"] = failed = same_output_failures(result)
     if os.environ.get("OUT"):
         Path(os.environ["OUT"], "gpu_check.json").write_text(json.dumps(result, indent=2))
+    print("\nsame output where it must be: " + ("FAILED: " + "; ".join(failed) if failed else "all passed"))
     print("\ncommand: python " + " ".join(sys.argv))
-    return 0
+    return 1 if failed else 0
+
+
+def same_output_failures(result: dict) -> list[str]:
+    """The checks that must hold to the byte or the code on any device; a card session reads the
+    exit status (1) and this list, not every table above."""
+    ahead = result["one_ahead"]
+    checks = {
+        "one step ahead: the same bytes as read at once": ahead["same_bytes"],
+        "4 steps a turn: the same steps and chunks": ahead["four_a_turn"]["same_steps_and_chunks"],
+        "the PCM made by the audio call: the host's bytes": ahead["pcm_on_device_same_bytes"],
+        **{
+            f"prefill {r['mode']}, {r['rows']} rows: the same first codes": r["same_codes"]
+            for r in result["prefill_modes"]
+        },
+    }
+    return [name for name, ok in checks.items() if not ok]
 
 
 if __name__ == "__main__":
