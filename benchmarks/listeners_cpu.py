@@ -4,7 +4,7 @@ beside another (issue 33: the engine in its own process against 3dd0b04's one pr
     git worktree add /tmp/base-3dd0b04 3dd0b04
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/listeners_cpu.py \
         --base /tmp/base-3dd0b04 [--config tiny] [--max-batch 64] [--users 4,96] [--repeats 1] \
-        [--engines 1,2] [--threads 1] [--steps-per-turn 1,4]
+        [--engines 1,2] [--threads 1] [--steps-per-turn 1,4] [--serve-flags=--compile --warm-users 32]
 
 For each tree, in turn (`--repeats` times, alternating): `ttsperf serve --synthetic --config tiny
 --max-batch 64 --max-queue 256` (the same flags for both trees; the tree's own code through
@@ -19,8 +19,11 @@ as on a GPU. Nothing is pinned: the server's processes and bench share the cores
 `--engines 1,2` runs this tree once per count (`serve --engines N`, --max-batch each); the base
 runs one engine. `--threads 1` sets OMP_NUM_THREADS for every server (torch's intra-op threads;
 serve --engines N gives each engine cores / N by itself). `--steps-per-turn 1,4` runs this tree once
-per value as well (`serve --steps-per-turn K`). Prints a table and the command; each
-tree's bench output is kept in a printed temporary folder.
+per value as well (`serve --steps-per-turn K`). `--serve-flags` adds flags to every server of both
+trees (`--serve-flags=--compile`: a cheaper step, nearer a card's). `--warm-users N` sends N
+listeners one request each before the loads, unmeasured, so that a tree which compiles inside
+requests (3dd0b04 does not warm before ready) is measured warm as well. Prints a table and the
+command; each tree's bench output is kept in a printed temporary folder.
 """
 
 from __future__ import annotations
@@ -53,6 +56,7 @@ def serve(
     cmd += ["--config", args.config, "--max-batch", str(args.max_batch), "--max-queue", "256"]
     cmd += ["--engines", str(engines)] if engines > 1 else []  # the base tree has no such flag
     cmd += ["--steps-per-turn", str(steps)] if steps > 1 else []  # nor this one
+    cmd += args.serve_flags.split()
     cmd += ["--port", str(port), "--log-level", "warning"]
     env = {**os.environ, "PYTHONPATH": str(src)}
     if args.threads:  # torch's intra-op threads in every server process, both trees alike
@@ -77,6 +81,11 @@ def point(url: str, users: int, args: argparse.Namespace, out: Path) -> dict:
 
 def most_listeners(url: str, args: argparse.Namespace, out: Path) -> tuple[int, list[dict]]:
     """Ascending loads until one misses the SLO (point estimates: P99s of n = cycles x users)."""
+    if args.warm_users:  # unmeasured: whatever the tree compiles or captures on first use
+        warm = [sys.executable, "-m", "ttsperf", "bench", url, "--adapter", "openai", "--stream"]
+        warm += ["--text-set", "zh-8s", "--users", str(args.warm_users), "--ramp-up", "2s"]
+        warm += ["--no-until-decided", "--requests", str(args.warm_users), "-o", str(out / "warm")]
+        subprocess.run(warm, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True)
     best, points = 0, []
     for users in (int(u) for u in args.users.split(",")):
         points.append(point(url, users, args, out / f"users-{users}"))
@@ -104,6 +113,8 @@ def main() -> None:
     p.add_argument(
         "--steps-per-turn", default="1", help="this tree's `serve --steps-per-turn`, e.g. 1,4 (each a run)"
     )
+    p.add_argument("--serve-flags", default="", help="more serve flags for both trees, e.g. --compile")
+    p.add_argument("--warm-users", type=int, default=0, help="listeners sent once, unmeasured, first")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="listeners-"))
     # (label, source, engines, steps a turn): the base always one engine, one step a turn
@@ -127,6 +138,7 @@ def main() -> None:
     threads = f"{args.threads} torch thread(s)" if args.threads else "torch's default threads"
     print(
         f"machine: {machine()}; {args.config}, max batch {args.max_batch}, {threads}, SLO {SLO}; "
+        f"{'serve ' + args.serve_flags + '; ' if args.serve_flags else ''}"
         f"kept in {work}"
     )
     print("| tree | most listeners meeting the SLO (each run) | median |")
