@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 import torch
@@ -40,17 +42,28 @@ def test_graph_buckets_pad_rows_steps_and_frames_without_changing_a_row(setup):
 
 @pytest.mark.slow
 @torch.inference_mode()
-def test_compiled_call_matches_eager_and_compiles_once_for_rows_and_frames(setup):
-    pipe, hidden = setup
+def test_compiled_call_matches_eager_and_compiles_nothing_after_start(setup):
+    """On a CPU, ATen picks each conv's backend by its input's size and a compiled call guards on
+    it: 1, 2-15 and 16+ rows, and at one row, past thresholds in steps (on tiny 103, 321 and 641
+    recompiled inside requests before). compile_now compiles every such graph at start: calls of
+    every row count, across every threshold, whole and the last few samples of a window (steps
+    and frames of 1), compile nothing more."""
+    pipe, _ = setup
+    hidden = torch.randn(17, 660, TINY.gpt.hidden_size, generator=torch.Generator().manual_seed(2))
     eager, compiled = BatchedAudio(pipe.model, 4), BatchedAudio(pipe.model, 4, compile=True)
     report = {"note": "compile"}
     compiled.compile_now(hidden, report)
     assert compiled.compiled and "audio call compiled" in report["note"]
+    assert {(1, 2), (2, 2), (16, 2), (1, 103), (1, 321), (1, 641)} <= set(compiled.compile_shapes(hidden))
     torch._dynamo.utils.counters.clear()
-    for lengths in ([5], [9, 30, 17], [40, 41, 60, 33, 50], [12, 12]):
-        windows = _windows(eager, lengths)
-        for a, b in zip(eager.decode(hidden, windows), compiled.decode(hidden, windows), strict=True):
-            np.testing.assert_allclose(a, b, atol=1e-4)
+    for rows, steps in itertools.product((1, 2, 15, 16, 17), (1, 3, 102, 103, 320, 321, 640, 641, 659)):
+        whole = [eager.window(slot, steps, 0, final=True) for slot in range(rows)]
+        tail = [eager.window(w.slot, steps, w.end - 1, final=True) for w in whole]  # 1 frame
+        for windows in (whole, tail):
+            got = compiled.decode(hidden, windows)
+            if rows in (1, 17) and steps in (3, 103, 641):  # the eager call is the test's cost
+                for a, b in zip(eager.decode(hidden, windows), got, strict=True):
+                    np.testing.assert_allclose(a, b, atol=1e-4)
     assert not torch._dynamo.utils.counters["stats"]["unique_graphs"]  # no recompile after start
 
 

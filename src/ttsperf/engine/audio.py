@@ -15,6 +15,7 @@ final chunk decodes to the end, exactly.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -24,6 +25,12 @@ import torch
 
 from ttsperf.model.transfer import to_device
 from ttsperf.model.weights import ChatTTSModel
+
+# ATen's CPU convolution uses mkldnn from this many rows on (1x1 kernels, one thread), and at one
+# row past this many input elements (aten/src/ATen/native/Convolution.cpp, use_mkldnn): a
+# compiled call guards on the choice (BatchedAudio.compile_shapes)
+_MKLDNN_BATCH = 16
+_MKLDNN_NUMEL = 20480
 
 
 def context_frames(model: ChatTTSModel) -> int:
@@ -103,21 +110,61 @@ class BatchedAudio:
             self.call = torch.compile(self.device_part, dynamic=True)
 
     def compile_now(self, hidden: torch.Tensor, report: dict) -> None:
-        """Compile at start, not on the first chunk: one and two rows (rows >= 2 share a graph), over
-        the engine's own `hidden`. If compiling fails, the call runs eagerly and the report says why."""
+        """Compile at start, not inside a request: every graph a call over the engine's own
+        `hidden` (slots, steps, H) can need (`compile_shapes`). If compiling fails, the call runs
+        eagerly and the report says why."""
         if self.compiled and not report.get("applied", True):  # the step's compile failed: none
             self.call, self.compiled = self.device_part, False
         if not self.compiled:
             return
         try:
             t0 = time.perf_counter()
-            for rows, steps in ((1, 3), (2, 5)):
+            shapes = self.compile_shapes(hidden)
+            for rows, steps in shapes:
                 self.decode(hidden, [Window(r, 0, steps, 0, self.hop) for r in range(rows)])
-            report["note"] += f"; audio call compiled in {time.perf_counter() - t0:.1f} s"
+            took = time.perf_counter() - t0
+            report["note"] += f"; audio call compiled in {took:.1f} s ({len(shapes)} shapes)"
         except Exception as exc:  # noqa: BLE001 - any failure of the compiler stack
             self.call, self.compiled = self.device_part, False
             why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
             report["note"] += f"; audio call failed to compile, runs eagerly: {why}"
+
+    def compile_shapes(self, hidden: torch.Tensor) -> list[tuple[int, int]]:
+        """(rows, steps) of calls that between them compile every graph a call of up to
+        hidden.shape[0] rows and hidden.shape[1] steps takes on a CPU. Rows and steps are
+        symbolic, but a graph guards on each conv's backend, which ATen picks by the input's size
+        (`use_mkldnn`): one row, 2-15 rows or 16 and more; and at one row, whether the conv's
+        input has more than `_MKLDNN_NUMEL` elements. The one-row calls at each conv's threshold
+        are cheap; a call's steps and frames are at least 2 (`inputs`), since 1 would be a
+        graph of its own."""
+        slots, longest = hidden.shape[:2]
+        shapes = [(1, 2), (2, 2)] + ([(_MKLDNN_BATCH, 2)] if slots >= _MKLDNN_BATCH else [])
+        # either side of each threshold: a strided conv's length is linear to a step's rounding
+        near = {s + d for s in self._one_row_thresholds(hidden) for d in (-1, 0, 1)}
+        return shapes + [(1, s) for s in sorted(near) if 2 < s <= longest]
+
+    def _one_row_thresholds(self, hidden: torch.Tensor) -> list[int]:
+        """For each conv of the call, the fewest steps at which its input at one row has more
+        than `_MKLDNN_NUMEL` elements: its length grows linearly with the steps, so two eager
+        calls (4 and 8 steps) give it."""
+        convs = [m for part in (self.model.decoder, self.model.vocos) for m in part.modules()]
+        convs = [m for m in convs if isinstance(m, torch.nn.modules.conv._ConvNd)]
+        seen: dict[int, list[int]] = {id(m): [] for m in convs}
+        hooks = [m.register_forward_pre_hook(lambda m, a: seen[id(m)].append(a[0].numel())) for m in convs]
+        try:
+            for steps in (4, 8):
+                window = Window(0, 0, steps, 0, self.hop)
+                p, (h, index, longest, frames) = self.inputs([window], hidden[:1, :steps])
+                self.device_part(h, index, longest, frames)
+        finally:
+            for hook in hooks:
+                hook.remove()
+        out = []
+        for at4, at8 in (numel for numel in seen.values() if len(numel) == 2):  # the call's convs
+            per_step = (at8 - at4) / 4
+            if per_step > 0:  # the smallest steps with at4 + per_step (steps - 4) > _MKLDNN_NUMEL
+                out.append(4 + math.floor((_MKLDNN_NUMEL - at4) / per_step) + 1)
+        return out
 
     def window(self, slot: int, steps: int, emitted: int, final: bool) -> Window | None:
         """What a row with `steps` hidden states and `emitted` samples out emits now (None: nothing)."""
@@ -197,7 +244,10 @@ class BatchedAudio:
         that does not wait for it)."""
         p = self.plan(windows)
         (index,) = to_device(hidden.device, torch.tensor([p.slots, p.first, p.count, p.lo, p.frames]))
-        return p, (hidden, index, max(p.count), max(p.frames))
+        steps, frames = max(p.count), max(p.frames)
+        if self.compiled:  # the padding is masked; at 1 a compiled call would take a graph of its own
+            steps, frames = max(2, steps), max(2, frames)
+        return p, (hidden, index, steps, frames)
 
 
 def _recorded() -> torch.cuda.Event:
