@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from ttsperf.audio import to_pcm16
+from ttsperf.audio import from_pcm16, to_pcm16
 from ttsperf.engine.audio import pcm16
 from ttsperf.engine.engine import Engine, EngineConfig
 from ttsperf.engine.types import AudioChunk, PcmChunk, SynthRequest, SynthResult
@@ -67,3 +67,21 @@ def test_pcm_chunks_are_the_float_chunks_as_the_host_would_make_them(tiny_pipe, 
     assert [len(r) for r in floats] == [len(r) for r in pcms] and len(floats[0]) > 1  # streamed: chunks
     assert [[c.index for c in r] for r in pcms] == [[c.index for c in r] for r in floats]
     assert [[c.pcm for c in r] for r in pcms] == [[to_pcm16(c.samples) for c in r] for r in floats]
+
+
+def test_collect_on_a_pcm_engine_gives_the_float_samples_through_pcm(tiny_pipe):
+    """RequestHandle.collect joins PcmChunks as the front decodes them: the samples of the float
+    engine, each rounded to its 16-bit step (from_pcm16(to_pcm16(x)))."""
+    collected = []
+    for config in ({}, {"pcm": True}):
+        engine = Engine(tiny_pipe, EngineConfig(max_batch=4, **config)).start()
+        try:
+            request = SynthRequest(TEXTS[1], SamplingParams(seed=3), stream=True)
+            samples, final = engine.submit(request).collect(timeout=120)
+        finally:
+            engine.stop(drain=False, timeout=10)
+        assert isinstance(final, SynthResult) and samples.dtype == np.float32 and len(samples) > 0
+        collected.append(samples)
+    floats, through_pcm = collected
+    np.testing.assert_array_equal(through_pcm, from_pcm16(to_pcm16(floats)))
+    assert not np.array_equal(through_pcm, floats)  # it did go through 16 bits
