@@ -7,11 +7,13 @@ another (issue 33 item 4: ready means warm, "captured, or compiled, before /read
 
 Each tree serves `--synthetic --config CONFIG --compile --max-batch 64 --max-queue 256` (its own
 code through PYTHONPATH; one torch thread) with TORCH_LOGS=recompiles, so torch logs every graph it
-compiles after a function's first. The script times start to /readyz, then sends one load right
-after it: `--concurrency` streamed zh-8s requests back to back (the batch fills, so audio calls
-hold many rows at once), and counts the recompiles logged before ready and during the load. On a
-CPU, ATen picks a conv's backend by its input's size and a compiled audio call guards on that:
-a request whose call crosses a guard compiles inside the load, and the requests behind it wait.
+compiles after a function's first, and an empty inductor cache of its own (inductor keeps compiled
+graphs on disk: a start after another that compiled the same graph would be faster). The script
+times start to /readyz, then sends one load right after it: `--concurrency` streamed zh-8s
+requests back to back (the batch fills, so audio calls hold many rows at once), and counts the
+recompiles logged before ready and during the load. On a CPU, ATen picks a conv's backend by its
+input's size and a compiled audio call guards on that: a request whose call crosses a guard
+compiles inside the load, and the requests behind it wait.
 Prints the table and the command; the trees alternate over `--rounds`.
 """
 
@@ -44,8 +46,10 @@ def run(src: Path, args: argparse.Namespace, work: Path) -> dict:
     cmd += ["--config", args.config, "--compile", "--max-batch", "64", "--max-queue", "256"]
     cmd += ["--port", str(port)]
     env = {**os.environ, "PYTHONPATH": str(src), "OMP_NUM_THREADS": "1", "TORCH_LOGS": "recompiles"}
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(work / "inductor")  # cold: no graph another run compiled
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    with log.open("w") as err:
+        proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
     url = f"http://127.0.0.1:{port}"
     try:
         wait_ready(url, timeout=900, proc=proc)
@@ -55,7 +59,9 @@ def run(src: Path, args: argparse.Namespace, work: Path) -> dict:
         bench += ["--text-set", "zh-8s", "--no-until-decided", "--concurrency", str(args.concurrency)]
         bench += ["--requests", str(args.requests), "--no-gpu", "-o", str(work / "bench")]
         benv = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        subprocess.run(bench, env=benv, capture_output=True, check=True)
+        done = subprocess.run(bench, env=benv, capture_output=True, text=True, check=False)
+        if done.returncode != 0:
+            raise SystemExit(f"bench failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
         during = log.read_text().count(RECOMPILE) - before
     finally:
         stop_server(proc)

@@ -15,7 +15,6 @@ final chunk decodes to the end, exactly.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -90,9 +89,10 @@ class Window:
 
 class BatchedAudio:
     """The engine's audio call. Its device part (`device_part`) is `synthesize`, or with `pcm`
-    `synthesize_pcm`: 16-bit PCM made on the device. `compile`: that part is one
-    torch.compile(dynamic=True) graph, rows and frames symbolic; `cuda_graphs`: it is replayed from
-    CUDA graphs per (rows, steps, frames) bucket (graphs.py GraphedAudio)."""
+    `synthesize_pcm`: 16-bit PCM made on the device. `compile`: that part is
+    torch.compile(dynamic=True), rows, steps and frames symbolic (a few graphs: compile_shapes);
+    `cuda_graphs`: it is replayed from CUDA graphs per (rows, steps, frames) bucket (graphs.py
+    GraphedAudio), and not compiled."""
 
     def __init__(
         self, model: ChatTTSModel, lookahead_steps: int, *, compile: bool = False, pcm: bool = False
@@ -111,8 +111,9 @@ class BatchedAudio:
 
     def compile_now(self, hidden: torch.Tensor, report: dict) -> None:
         """Compile at start, not inside a request: every graph a call over the engine's own
-        `hidden` (slots, steps, H) can need (`compile_shapes`). If compiling fails, the call runs
-        eagerly and the report says why."""
+        `hidden` (slots, steps, H) can need (`compile_shapes`). If compiling fails, or would take
+        more graphs than dynamo keeps for one function, the call runs eagerly and the report
+        says why."""
         if self.compiled and not report.get("applied", True):  # the step's compile failed: none
             self.call, self.compiled = self.device_part, False
         if not self.compiled:
@@ -120,50 +121,55 @@ class BatchedAudio:
         try:
             t0 = time.perf_counter()
             shapes = self.compile_shapes(hidden)
-            for rows, steps in shapes:
-                self.decode(hidden, [Window(r, 0, steps, 0, self.hop) for r in range(rows)])
+            # past dynamo's limit a call would run eagerly, unreported: an error here says so
+            with torch._dynamo.config.patch(fail_on_recompile_limit_hit=True):
+                for rows, steps in shapes:
+                    self.decode(hidden, [Window(r, 0, steps, 0, self.hop) for r in range(rows)])
             took = time.perf_counter() - t0
             report["note"] += f"; audio call compiled in {took:.1f} s ({len(shapes)} shapes)"
         except Exception as exc:  # noqa: BLE001 - any failure of the compiler stack
             self.call, self.compiled = self.device_part, False
             why = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0][:200]}"
-            report["note"] += f"; audio call failed to compile, runs eagerly: {why}"
+            report["note"] += f"; audio call not compiled, runs eagerly: {why}"
 
     def compile_shapes(self, hidden: torch.Tensor) -> list[tuple[int, int]]:
         """(rows, steps) of calls that between them compile every graph a call of up to
         hidden.shape[0] rows and hidden.shape[1] steps takes on a CPU. Rows and steps are
         symbolic, but a graph guards on each conv's backend, which ATen picks by the input's size
-        (`use_mkldnn`): one row, 2-15 rows or 16 and more; and at one row, whether the conv's
-        input has more than `_MKLDNN_NUMEL` elements. The one-row calls at each conv's threshold
-        are cheap; a call's steps and frames are at least 2 (`inputs`), since 1 would be a
-        graph of its own."""
+        (`use_mkldnn`): one row or more (and with one torch thread, 16 rows or more); and at one
+        row, whether the conv's input has more than `_MKLDNN_NUMEL` elements. The one-row calls
+        at each conv's threshold are cheap; a call's steps and frames are at least 2 (`inputs`),
+        since 1 would be a graph of its own."""
         slots, longest = hidden.shape[:2]
-        shapes = [(1, 2), (2, 2)] + ([(_MKLDNN_BATCH, 2)] if slots >= _MKLDNN_BATCH else [])
-        # either side of each threshold: a strided conv's length is linear to a step's rounding
-        near = {s + d for s in self._one_row_thresholds(hidden) for d in (-1, 0, 1)}
-        return shapes + [(1, s) for s in sorted(near) if 2 < s <= longest]
+        shapes = [(rows, 2) for rows in (1, 2, _MKLDNN_BATCH) if rows <= slots]
+        past = sorted({s for s in self._one_row_thresholds(hidden) if 2 < s <= longest})
+        return shapes + [(1, s) for s in past]
 
     def _one_row_thresholds(self, hidden: torch.Tensor) -> list[int]:
         """For each conv of the call, the fewest steps at which its input at one row has more
-        than `_MKLDNN_NUMEL` elements: its length grows linearly with the steps, so two eager
-        calls (4 and 8 steps) give it."""
+        than `_MKLDNN_NUMEL` elements: its length is a multiple of the steps, so two eager calls
+        (4 and 8 steps) give it."""
         convs = [m for part in (self.model.decoder, self.model.vocos) for m in part.modules()]
         convs = [m for m in convs if isinstance(m, torch.nn.modules.conv._ConvNd)]
         seen: dict[int, list[int]] = {id(m): [] for m in convs}
-        hooks = [m.register_forward_pre_hook(lambda m, a: seen[id(m)].append(a[0].numel())) for m in convs]
+        hooks = [
+            conv.register_forward_pre_hook(lambda module, args: seen[id(module)].append(args[0].numel()))
+            for conv in convs
+        ]
         try:
             for steps in (4, 8):
-                window = Window(0, 0, steps, 0, self.hop)
-                p, (h, index, longest, frames) = self.inputs([window], hidden[:1, :steps])
-                self.device_part(h, index, longest, frames)
+                _, args = self.inputs([Window(0, 0, steps, 0, self.hop)], hidden[:1, :steps])
+                self.device_part(*args)
         finally:
             for hook in hooks:
                 hook.remove()
         out = []
-        for at4, at8 in (numel for numel in seen.values() if len(numel) == 2):  # the call's convs
-            per_step = (at8 - at4) / 4
-            if per_step > 0:  # the smallest steps with at4 + per_step (steps - 4) > _MKLDNN_NUMEL
-                out.append(4 + math.floor((_MKLDNN_NUMEL - at4) / per_step) + 1)
+        for sizes in seen.values():
+            if len(sizes) != 2:  # not in the call (or called twice a call: none is)
+                continue
+            at4, at8 = sizes
+            if at8 > at4:  # the smallest steps with at4 + (at8 - at4) (steps - 4) / 4 > _MKLDNN_NUMEL
+                out.append(4 + (_MKLDNN_NUMEL - at4) * 4 // (at8 - at4) + 1)
         return out
 
     def window(self, slot: int, steps: int, emitted: int, final: bool) -> Window | None:

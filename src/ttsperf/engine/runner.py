@@ -135,6 +135,7 @@ class Runner:
                 self.audio.device_part, max_batch, max_new_tokens + 1, capture=capture
             )
             self.audio.call = self.graphed_audio
+            self.audio.compiled = False  # the graphs replay its eager part, padded to their buckets
 
     def warm(self) -> dict:
         """Ready means warm: capture every decode, prefill and audio graph the max batch can reach, so that
