@@ -21,15 +21,22 @@ def tree_src(base: Path) -> Path:
     return src
 
 
-def wait_ready(url: str, timeout: float = 300.0, proc: subprocess.Popen | None = None) -> None:
+def wait_ready(
+    url: str, timeout: float = 300.0, proc: subprocess.Popen | None = None, log: Path | None = None
+) -> None:
     """Until a started server answers /readyz 200 (loading a model takes a while); an error when `proc`
-    (the server) exits first or the time runs out, rather than polling a dead server to the end."""
+    (the server) exits first, with the last line of its `log` (why: a flag it refuses, a bad
+    config), or when the time runs out, rather than polling a dead server to the end."""
     import httpx
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise SystemExit(f"the server at {url} exited with code {proc.returncode} before it was ready")
+            lines = [line for line in log.read_text().splitlines() if line.strip()] if log else []
+            why = f": {lines[-1]} (log: {log})" if lines else ""
+            raise SystemExit(
+                f"the server at {url} exited with code {proc.returncode} before it was ready{why}"
+            )
         try:
             if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
                 return

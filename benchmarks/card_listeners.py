@@ -58,11 +58,10 @@ def start_server(a: argparse.Namespace, out: Path) -> tuple[subprocess.Popen, st
     flags += ["--steps-per-turn", str(a.steps_per_turn)] if a.steps_per_turn > 1 else []
     print("serve:", " ".join(["ttsperf serve", *flags]), flush=True)
     started = time.monotonic()
-    proc = subprocess.Popen(
-        ttsperf("serve", *flags), stdout=subprocess.DEVNULL, stderr=(out / "serve.log").open("w")
-    )
+    with (out / "serve.log").open("w") as log:
+        proc = subprocess.Popen(ttsperf("serve", *flags), stdout=subprocess.DEVNULL, stderr=log)
     url = f"http://127.0.0.1:{port}"
-    wait_ready(url, timeout=a.ready_timeout, proc=proc)
+    wait_ready(url, timeout=a.ready_timeout, proc=proc, log=out / "serve.log")
     return proc, url, time.monotonic() - started
 
 

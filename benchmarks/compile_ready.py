@@ -52,7 +52,7 @@ def run(src: Path, args: argparse.Namespace, work: Path) -> dict:
         proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=err)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_ready(url, timeout=900, proc=proc)
+        wait_ready(url, timeout=900, proc=proc, log=log)
         ready = time.perf_counter() - t0
         before = log.read_text().count(RECOMPILE)
         bench = [sys.executable, "-m", "ttsperf", "bench", url, "--adapter", "openai", "--stream"]

@@ -48,7 +48,7 @@ def apply_switches(switches: Switches, model: torch.nn.Module, device: torch.dev
             "compile",
             True,
             "torch.compile (inductor) of the decode step (dynamic batch and context) and of the "
-            "audio call (dynamic rows, steps and frames; with cuda_graphs, its graphs replay it eager)",
+            "audio call (dynamic rows, steps and frames; with cuda_graphs, its graphs replay it uncompiled)",
         )
     else:
         note("compile", False, "off")
