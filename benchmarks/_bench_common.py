@@ -21,6 +21,30 @@ def tree_src(base: Path) -> Path:
     return src
 
 
+def serve_probed(
+    src: Path, probe: Path, out: tuple[str, Path], log: Path, *flags: str
+) -> tuple[subprocess.Popen, str]:
+    """`ttsperf serve --synthetic --port P FLAGS` from the tree at `src`, one torch thread, with the
+    `probe` folder's sitecustomize first on PYTHONPATH (it loads in every process of the server,
+    whichever tree runs) writing into `out` = (its environment variable, a folder); stderr into
+    `log` -> (the process, its URL) once it is ready."""
+    from ttsperf.cli.demo_serving import free_port
+
+    port = free_port()
+    cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
+    cmd += ["--port", str(port), "--log-level", "warning", *flags]
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{probe}{os.pathsep}{src}",
+        "OMP_NUM_THREADS": "1",
+        out[0]: str(out[1]),
+    }
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("w"))
+    url = f"http://127.0.0.1:{port}"
+    wait_ready(url, proc=proc, log=log)
+    return proc, url
+
+
 def wait_ready(
     url: str, timeout: float = 300.0, proc: subprocess.Popen | None = None, log: Path | None = None
 ) -> None:

@@ -15,9 +15,10 @@
 3. the same at each warm load (150, 300, 600, 1000 listeners), `--requests` or two per listener.
 Each run's bench folder, its console and the server's /metrics after it go under --out; the
 table (listeners, ok, 503s, audio s/s, TTFA p50/p99, underrun p99, GPU busy, front and engine CPU,
-requests per prefill call and wall ms per engine turn from the server's /metrics, the SLO verdict)
-is printed and written to --out/table.md. With `--engines N` serve runs N engine processes (each
-`--max-batch`); the engine CPU column and the timers' shares are then summed over the N.
+requests per prefill call, wall ms per engine turn and each process's garbage-collection pauses
+from the server's /metrics, the SLO verdict) is printed and written to --out/table.md. With
+`--engines N` serve runs N engine processes (each `--max-batch`); the engine CPU column, the
+timers' shares and the engines' collections are then summed over the N.
 `--steps-per-turn K` serves K decode steps per host turn (the engine's per-turn host work spread
 over K steps).
 """
@@ -42,6 +43,7 @@ from _bench_common import machine, wait_ready  # noqa: E402
 from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
 
 SLO = "ttfa_p99=300ms,underrun_p99=100ms"
+PROCESSES = ("front", "engine")
 
 
 def ttsperf(*args: str) -> list[str]:
@@ -85,6 +87,12 @@ def counters(url: str) -> dict[str, float]:
             out[wanted[name]] = float(value)
         elif name.startswith("ttsperf_engine_requests_total{"):
             out["requests"] += float(value)
+        elif name.startswith("ttsperf_gc_pause_seconds_"):  # each process's collections (engine/gc_pauses.py)
+            process = "engine" if 'process="engine"' in name else "front"
+            if name.startswith("ttsperf_gc_pause_seconds_sum{"):
+                out[f"gc_{process}_s"] = out.get(f"gc_{process}_s", 0.0) + float(value)
+            elif name.startswith("ttsperf_gc_pause_seconds_count{") and 'generation="2"' in name:
+                out[f"gc2_{process}"] = float(value)
     return out
 
 
@@ -125,12 +133,14 @@ def row(label: str, run: dict) -> str:
     shares = " / ".join(f"{100 * x / wall:.0f}" for x in parts) if wall else "-"
     rest = f"{100 * (1 - sum(parts) / wall):.0f}" if wall else "-"
     batch = c["rows_stepped"] / c["steps"] if c.get("steps") else 0.0
+    # the garbage collector's pauses in the run, each stopping every stream of its process
+    gc = " / ".join(f"{1000 * c.get(f'gc_{x}_s', 0):.0f} ({c.get(f'gc2_{x}', 0):.0f})" for x in PROCESSES)
     return (
         f"| {label} | {ok}/{p['requests']} | {refused} | "
         f"{p.get('audio_seconds_per_s', 0):.0f} | {ms('ttfa_s', 'p50')} / {ms('ttfa_s', 'p99')} | "
         f"{ms('underrun_s', 'p99')} | {'-' if gpu is None else f'{100 * gpu:.0f}%'} | "
         f"{t.get('proc_cpu_pct_mean', 0):.0f}% | {t.get('children_cpu_pct_mean', 0):.0f}% | "
-        f"{per_prefill:.1f} | {turn_ms:.1f} | {batch:.0f} | {shares} / {rest} | {verdict} |"
+        f"{per_prefill:.1f} | {turn_ms:.1f} | {batch:.0f} | {shares} / {rest} | {gc} | {verdict} |"
     )
 
 
@@ -186,8 +196,8 @@ def write_table(a: argparse.Namespace, ready_s: float, rows: list[str]) -> None:
         "",
         "| run (listeners) | ok | 503 | audio s/s | TTFA p50 / p99 ms | underrun p99 ms | GPU busy "
         "| front CPU | engine CPU | requests per prefill | ms per turn | mean batch "
-        "| % of wall: prefill / step / audio / rest | SLO |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| % of wall: prefill / step / audio / rest | GC ms (gen-2 passes): front / engine | SLO |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
         "",
         "command: python benchmarks/card_listeners.py " + " ".join(sys.argv[1:]),

@@ -55,10 +55,10 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import machine, tree_src, wait_ready  # noqa: E402
+from _bench_common import machine, serve_probed, tree_src  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "src"))
-from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
+from ttsperf.cli.demo_serving import stop_server  # noqa: E402
 
 
 def metrics(url: str) -> dict[str, float]:
@@ -106,19 +106,13 @@ def settled_compute(folder: Path) -> dict[int, float]:
 def run(src: Path, args: argparse.Namespace, work: Path, engines: int, steps: int = 1) -> dict:
     """One tree under the load. Where its engine runs in child processes (the front apart: every
     tree since the split), those are the engine's process; otherwise the server's own."""
-    port = free_port()
-    cmd = [sys.executable, "-c", "from ttsperf.cli.main import app; app()", "serve", "--synthetic"]
-    cmd += ["--config", "tiny", "--max-batch", "64", "--max-queue", "256", "--port", str(port)]
-    cmd += ["--log-level", "warning", *(["--engines", str(engines)] if engines > 1 else [])]
-    cmd += ["--steps-per-turn", str(steps)] if steps > 1 else []
+    flags = ["--config", "tiny", "--max-batch", "64", "--max-queue", "256"]
+    flags += ["--engines", str(engines)] if engines > 1 else []
+    flags += ["--steps-per-turn", str(steps)] if steps > 1 else []
     timed = work / "compute"
     timed.mkdir()
-    env = {**os.environ, "PYTHONPATH": f"{TIMER}{os.pathsep}{src}", "OMP_NUM_THREADS": "1"}
-    env["TTSPERF_COMPUTE_DIR"] = str(timed)
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=(work / "serve.log").open("w"))
-    url = f"http://127.0.0.1:{port}"
+    proc, url = serve_probed(src, TIMER, ("TTSPERF_COMPUTE_DIR", timed), work / "serve.log", *flags)
     try:
-        wait_ready(url)
         front = psutil.Process(proc.pid)
         procs = [front, *front.children(recursive=True)]
         cores = [p for p in procs[1:] if "spawn_main" in " ".join(p.cmdline())]  # engine/client.py's

@@ -151,6 +151,12 @@ def test_metrics_count_what_was_served(live):
     assert after['ttsperf_batch_size_bucket{le="+Inf"}'] == after["ttsperf_batch_size_count"]
     assert "ttsperf_queue_depth" in after and "ttsperf_running_requests" in after
     assert after['ttsperf_device_memory_bytes{kind="process_rss"}'] > 0
+    # the engine froze its start-up heap once warm (torch, the model: far more than 10,000
+    # objects), and each process counts its own collections
+    assert after['ttsperf_gc_frozen_objects{process="engine"}'] > 10_000
+    for process in ("front", "engine"):
+        for generation in "012":
+            assert f'ttsperf_gc_pause_seconds_count{{generation="{generation}",process="{process}"}}' in after
 
 
 def test_api_key_opens_the_synthesis_endpoints(make_live):

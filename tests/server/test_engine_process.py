@@ -23,7 +23,7 @@ from ttsperf.model.config import get_config
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.model.sampling import SamplingParams
 
-from .helpers import LONG, SHORT, ServeProcess, start_live, wait_for
+from .helpers import LONG, SHORT, ServeProcess, scrape, start_live, wait_for
 
 TINY = ("--synthetic", "--config", "tiny")
 
@@ -57,6 +57,10 @@ def test_serve_runs_the_model_in_a_child_and_the_front_never_loads_torch():
         engine = _engine_child(server)
         assert _maps_torch(engine.pid) and not _maps_torch(server.pid)
         assert c.get("/healthz").json()["sample_rate"] == 24_000
+        # each process froze what its start-up built (the engine: torch and the model, far more)
+        metrics = scrape(c)
+        front, core = (metrics[f'ttsperf_gc_frozen_objects{{process="{p}"}}'] for p in ("front", "engine"))
+        assert 10_000 < front < core
 
 
 @pytest.mark.slow

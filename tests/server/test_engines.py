@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ttsperf.audio import to_pcm16
 from ttsperf.engine.engine import Engine, EngineConfig
+from ttsperf.engine.gc_pauses import GcPauses
 from ttsperf.engine.stats import EngineStats, merge_snapshots
 from ttsperf.engine.types import SynthRequest
 from ttsperf.model.config import get_config
@@ -55,6 +56,14 @@ def test_merged_metrics_sum_the_engines_counts_and_keep_the_shared_memory_once()
     a.count("ok"), b.count("ok"), b.count("timeout")
     a.decode_steps, b.decode_steps = 10, 7
 
+    def collector(pauses: int, frozen: int) -> dict:
+        recorder = GcPauses()
+        recorder.close()
+        for _ in range(pauses):
+            recorder.seconds[2].observe(0.1)
+            recorder.collected[2] += 5
+        return {**recorder.snapshot(), "frozen": frozen}
+
     def snap(stats: EngineStats, running: int, allocated: int) -> dict:
         memory = {"allocated": allocated, "free": 100 + allocated, "total": 1000}
         counts = {"queue_depth": 1, "running": running, "pending": running + 1, "max_batch": 8}
@@ -64,6 +73,7 @@ def test_merged_metrics_sum_the_engines_counts_and_keep_the_shared_memory_once()
             "ready": True,
             "stats": stats.snapshot(),
             "device_memory": memory,
+            "gc": collector(running - 1, 1000 * running),
         }
 
     merged = merge_snapshots([snap(a, 2, 10), snap(b, 3, 20)])
@@ -74,6 +84,9 @@ def test_merged_metrics_sum_the_engines_counts_and_keep_the_shared_memory_once()
     assert s["step_seconds"].n == 3 and s["step_seconds"].total == pytest.approx(0.009)
     assert sum(s["batch_size"].counts) == 3
     assert a.snapshot()["step_seconds"].n == 1  # the engines' own snapshots are left as they were
+    gc = merged["gc"]  # each engine process's collector: pauses, objects freed and frozen, summed
+    assert gc["seconds"][2].n == 3 and gc["seconds"][2].total == pytest.approx(0.3)
+    assert gc["seconds"][0].n == 0 and gc["collected"][2] == 15 and gc["frozen"] == 5000
 
 
 @pytest.mark.slow

@@ -58,6 +58,7 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
     """
     import os
 
+    from ttsperf.engine import gc_pauses
     from ttsperf.engine.pool import EnginePool
     from ttsperf.engine.wire import CoreSpec
     from ttsperf.errors import UserError
@@ -110,6 +111,9 @@ def serve(settings: ServeSettings, sources: dict[str, str]) -> None:
     server = make_server(
         app, s.host, s.port, drain_timeout=s.drain_timeout, log_level=s.log_level, read_timeout=s.read_timeout
     )
+    # as each engine did once warm: what the start-up built, no collection walks again
+    log.info("front: %d start-up objects frozen (no collection walks them)", gc_pauses.freeze_startup_heap())
+    gc_pauses.this_process()  # the front's pauses, for /metrics, from here
     try:
         server.run()
     finally:

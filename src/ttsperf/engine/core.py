@@ -10,7 +10,8 @@ over one pipe (engine/wire.py). Here two threads share the GIL, and only one is 
   /healthz and /metrics, and stop. It blocks in the pipe otherwise.
 
 Ready means warm: the core says "ready" only after the engine compiled, or captured, what it will
-run (Engine.start), so no request pays for it.
+run (Engine.start), so no request pays for it; then it freezes what the start-up built
+(engine/gc_pauses.py), so that no collection while serving walks it again.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from multiprocessing.connection import Connection
 import torch
 
 from ttsperf.audio import to_pcm16
+from ttsperf.engine import gc_pauses
 from ttsperf.engine.engine import Engine
 from ttsperf.engine.oom import is_oom
 from ttsperf.engine.types import Accepted, AudioChunk, Event, PcmChunk, RequestHandle
@@ -54,6 +56,9 @@ def main(conn: Connection, spec: CoreSpec) -> None:
     except BaseException as exc:  # noqa: BLE001 - the front says why, in one line
         conn.send_bytes(dumps(("fatal", _why(exc))))
         raise SystemExit(1) from None
+    # what the start-up built lives as long as the process: no collection walks it again
+    log.info("engine: %d start-up objects frozen (no collection walks them)", gc_pauses.freeze_startup_heap())
+    gc_pauses.this_process()  # counts the collector's pauses from here, for /metrics
     core.send(("ready", core.describe()))
     core.serve()
     _leave()
@@ -182,6 +187,7 @@ class Core:
             "ready": e.ready,
             "stats": e.stats.snapshot(),
             "device_memory": device_memory(e),
+            "gc": gc_pauses.this_process().snapshot(),
         }
 
 

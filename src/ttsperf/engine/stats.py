@@ -95,18 +95,28 @@ def merge_snapshots(snapshots: list[dict]) -> dict:
             kept = memory.get(kind)
             memory[kind] = value if kept is None else min(kept, value) if kind in shared else kept + value
     out["device_memory"] = memory
-    stats: dict = {}
-    for s in snapshots:
-        for name, value in s["stats"].items():
-            if name not in stats:
-                stats[name] = copy.deepcopy(value)
+    out["stats"] = _sum([s["stats"] for s in snapshots])
+    out["gc"] = {  # engine/gc_pauses.py: each engine process's collector
+        "seconds": _sum([s["gc"]["seconds"] for s in snapshots]),
+        "collected": _sum([s["gc"]["collected"] for s in snapshots]),
+        "frozen": sum(s["gc"]["frozen"] for s in snapshots),
+    }
+    return out
+
+
+def _sum(parts: list[dict]) -> dict:
+    """Dicts of counts, histograms and Counters, summed key by key."""
+    out: dict = {}
+    for part in parts:
+        for name, value in part.items():
+            if name not in out:
+                out[name] = copy.deepcopy(value)
             elif isinstance(value, Histogram):
-                h = stats[name]
+                h = out[name]
                 h.counts = [a + b for a, b in zip(h.counts, value.counts, strict=True)]
                 h.total, h.n = h.total + value.total, h.n + value.n
             elif isinstance(value, dict):
-                stats[name] = dict(Counter(stats[name]) + Counter(value))
+                out[name] = dict(Counter(out[name]) + Counter(value))
             else:
-                stats[name] += value
-    out["stats"] = stats
+                out[name] += value
     return out

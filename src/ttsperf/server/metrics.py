@@ -15,6 +15,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from ttsperf.engine import gc_pauses
 from ttsperf.engine.stats import EngineStats, Histogram
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -56,10 +57,31 @@ def _device_memory(memory: dict[str, int]) -> GaugeMetricFamily:
     return g
 
 
+def _gc(processes: dict[str, dict]) -> list:
+    """Each process's garbage-collector pauses by generation, and its objects frozen at start
+    (engine/gc_pauses.py): a pause stops every stream that process serves."""
+    pauses = HistogramMetricFamily(
+        "ttsperf_gc_pause_seconds",
+        "Seconds each garbage collection stopped the process, by process (front, engine) and "
+        "generation, since the process was ready.",
+        labels=["process", "generation"],
+    )
+    frozen = GaugeMetricFamily(
+        "ttsperf_gc_frozen_objects",
+        "Objects frozen once the process was ready (gc.freeze): no collection walks them.",
+        labels=["process"],
+    )
+    for process, snapshot in processes.items():
+        for generation, h in sorted(snapshot["seconds"].items()):
+            pauses.add_metric([process, str(generation)], h.cumulative(), h.total)
+        frozen.add_metric([process], snapshot["frozen"])
+    return [pauses, frozen]
+
+
 def _dead() -> dict:
     """What a scrape shows once the engine process is gone: nothing running, not ready."""
     snapshot = {"queue_depth": 0, "running": 0, "max_batch": 0, "effective_max_batch": 0, "ready": False}
-    return {**snapshot, "stats": EngineStats().snapshot(), "device_memory": {}}
+    return {**snapshot, "stats": EngineStats().snapshot(), "device_memory": {}, "gc": None}
 
 
 class EngineCollector(Collector):
@@ -129,6 +151,10 @@ class EngineCollector(Collector):
             "ttsperf_http_in_flight", "HTTP requests being answered.", value=self.http.in_flight
         )
         yield _device_memory(e["device_memory"])
+        processes = {"front": gc_pauses.this_process().snapshot()}
+        if e["gc"] is not None:
+            processes["engine"] = e["gc"]
+        yield from _gc(processes)
 
 
 def render(snapshot: dict | None, http: HttpStats) -> bytes:
