@@ -1,13 +1,74 @@
-"""Shared by the benchmark scripts: a loopback mock server in a subprocess, and the machine line."""
+"""Shared by the benchmark scripts: a loopback mock server in a subprocess, the machine line, and
+--help that shows a script's docstring within 80 columns."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
+import re
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
+
+HELP_WIDTH = 78  # every screen fits 80 columns; docstrings are written at the project's line length
+_ITEM = re.compile(r"(- |\* |\d+\. )")
+
+
+def wrap_doc(text: str, width: int = HELP_WIDTH) -> list[str]:
+    """A docstring's lines re-wrapped to `width`: prose paragraphs and list items ("- ", "1. ")
+    filled, with a list item's own hanging indent; a line indented 4 spaces or more (a command,
+    written to fit) kept as it is."""
+    out: list[str] = []
+    words: list[str] = []
+    first = rest = ""  # the paragraph's or item's indents
+
+    def flush() -> None:
+        if words:
+            out.extend(
+                textwrap.wrap(
+                    " ".join(words),
+                    width,
+                    initial_indent=first,
+                    subsequent_indent=rest,
+                    break_on_hyphens=False,
+                    break_long_words=False,
+                )  # fmt: skip
+            )
+            words.clear()
+
+    for line in textwrap.dedent(text).strip("\n").splitlines():
+        stripped = line.lstrip()
+        indent = len(line) - len(stripped)
+        item = _ITEM.match(stripped)
+        if not stripped:
+            flush()
+            out.append("")
+        elif words and rest and indent == len(rest) and not item:  # an item's next line
+            words.append(stripped)
+        elif indent >= 4:
+            flush()
+            out.append(line.rstrip())
+        elif item:
+            flush()
+            first, rest = " " * indent, " " * (indent + item.end())
+            words.append(stripped)
+        elif words:
+            words.append(stripped)
+        else:
+            first = rest = ""
+            words.append(stripped)
+    flush()
+    return out
+
+
+class DocHelp(argparse.RawDescriptionHelpFormatter):
+    """argparse's formatter for a description that is the script's docstring (`wrap_doc`)."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line if line else line for line in wrap_doc(text))
 
 
 def tree_src(base: Path) -> Path:

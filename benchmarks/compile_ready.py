@@ -2,8 +2,9 @@
 another (issue 33 item 4: ready means warm, "captured, or compiled, before /readyz").
 
     git worktree add /tmp/base-a366a4c a366a4c
-    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/compile_ready.py \\
-        --base /tmp/base-a366a4c [--config tiny] [--concurrency 64] [--requests 192] [--rounds 2]
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python \\
+        benchmarks/compile_ready.py --base /tmp/base-a366a4c [--config tiny] \\
+        [--concurrency 64] [--requests 192] [--rounds 2]
 
 Each tree serves `--synthetic --config CONFIG --compile --max-batch 64 --max-queue 256` (its own
 code through PYTHONPATH; one torch thread) with TORCH_LOGS=recompiles, so torch logs every graph it
@@ -32,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import machine, tree_src, wait_ready  # noqa: E402
+from _bench_common import DocHelp, machine, tree_src, wait_ready  # noqa: E402
 
 from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
 
@@ -73,7 +74,7 @@ def run(src: Path, args: argparse.Namespace, work: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=DocHelp)
     ap.add_argument("--base", type=Path, required=True, help="a worktree of the tree to compare with")
     ap.add_argument("--config", default="tiny", help="model config (default tiny)")
     ap.add_argument("--concurrency", type=int, default=64, help="streamed requests in flight")

@@ -1,8 +1,10 @@
 """What the engine adds to the model, per row per step: this engine vs an earlier commit's.
 
-    git worktree add --detach /tmp/ttsperf-base fae7d39      # once: the engine to compare with
-    flock /tmp/ttsperf-cpu.lock chrt -f 10 .venv/bin/python benchmarks/engine_overhead.py \\
-        --base /tmp/ttsperf-base [--batches 1,16,64,256] [--runs 3]
+    # once: the engine to compare with
+    git worktree add --detach /tmp/ttsperf-base fae7d39
+    flock /tmp/ttsperf-cpu.lock chrt -f 10 .venv/bin/python \\
+        benchmarks/engine_overhead.py --base /tmp/ttsperf-base \\
+        [--batches 1,16,64,256] [--runs 3]
 
 The `tiny` config's compute is nil, so what a step costs beyond the model's forward is what the
 host adds — the regime of a GPU, where the model's step is a few milliseconds and Python per row
@@ -31,7 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from _bench_common import machine, tree_src  # noqa: E402
+from _bench_common import DocHelp, machine, tree_src  # noqa: E402
 
 WINDOW = 48  # steps measured: two 24-step chunks per row
 TEXT = "你好，这是一段用于压测的文本，长度八秒左右。" * 6  # ~1,000 steps at the sourced speech rate
@@ -161,7 +163,7 @@ def run_child(src: Path, batch: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=DocHelp)
     ap.add_argument("--base", type=Path, help="a checkout of the engine to compare with (its repo root)")
     ap.add_argument("--batches", default="1,16,64,256")
     ap.add_argument("--runs", type=int, default=3)

@@ -1,7 +1,8 @@
 """The engine's step in CPU time and Python calls, which a loaded machine barely changes (wall
 time does): this tree vs another checkout, side by side, driven step by step in one thread.
 
-    .venv/bin/python benchmarks/engine_step_cpu.py --base /tmp/engine-base-wt [--batch 16] [--runs 5]
+    .venv/bin/python benchmarks/engine_step_cpu.py --base /tmp/engine-base-wt \\
+        [--batch 16] [--runs 5]
 
 Each tree runs in its own process (its src/ on PYTHONPATH), one torch thread, `batch` streaming
 requests of the tiny synthetic model, 60 steps after all have joined. Per step: thread CPU time
@@ -19,6 +20,9 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_common import DocHelp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 TEXT = "你好，这是一段用于压测的文本，长度八秒左右。" * 6
@@ -62,7 +66,7 @@ def child(batch: int) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=DocHelp)
     ap.add_argument("--base", type=Path, help="a checkout to compare with (its repo root)")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--runs", type=int, default=5)

@@ -2,8 +2,9 @@
 (issue 33: host work on the critical path; a collection stops every stream its process serves).
 
     git worktree add /tmp/base-dc1df66 dc1df66
-    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/gc_pauses.py \\
-        --base /tmp/base-dc1df66 [--users 64] [--requests 384] [--rounds 2] [--config tiny]
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python \\
+        benchmarks/gc_pauses.py --base /tmp/base-dc1df66 [--users 64] \\
+        [--requests 384] [--rounds 2] [--config tiny]
 
 Each tree serves `--config` (`serve --synthetic --max-batch 64 --max-queue 256`, the tree's own code
 through PYTHONPATH, one torch thread) with `_gc_probe/sitecustomize.py` first on PYTHONPATH: in
@@ -16,7 +17,8 @@ TTFA and underrun P99. After the load, each process runs one full collection (th
 `collect` file): what one pass of the oldest generation costs there, whenever Python starts one.
 Medians over `--rounds`, the trees alternating (and which goes first). Prints a table and the command.
 
-    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/gc_pauses.py --in-process 10
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python \\
+        benchmarks/gc_pauses.py --in-process 10
 
 instead times the engine's own work with its start-up heap frozen and without, no HTTP: in a
 process of its own each time (the two alternating, and which goes first), this tree's engine on
@@ -41,7 +43,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import machine, serve_probed, tree_src  # noqa: E402
+from _bench_common import DocHelp, machine, serve_probed, tree_src  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "src"))
 from ttsperf.cli.demo_serving import stop_server  # noqa: E402
@@ -59,6 +61,19 @@ def probes(folder: Path) -> dict[int, dict]:
         except (ValueError, KeyError):  # a write in progress is replaced whole
             continue
     return out
+
+
+def full_passes(folder: Path, pids: list[int], timeout: float = 60.0) -> dict[int, dict]:
+    """The probes' readings once every process in `pids` has timed its forced full collection
+    (a process with a large heap takes longer than one write's interval)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = probes(folder)
+        waiting = [pid for pid in pids if out.get(pid, {}).get("forced") is None]
+        if not waiting:
+            return out
+        if time.monotonic() > deadline:
+            raise SystemExit(f"processes {waiting} did not time a full collection in {timeout:.0f} s")
 
 
 def during(before: dict, after: dict) -> dict:
@@ -91,7 +106,7 @@ def run(src: Path, args: argparse.Namespace, work: Path) -> dict:
         subprocess.run(bench, env=benv, capture_output=True, check=True)
         after = probes(folder)
         (folder / "collect").touch()  # then one full collection in each process, timed apart
-        forced = probes(folder)
+        forced = full_passes(folder, [proc.pid, *cores])
     finally:
         stop_server(proc)
     point = json.loads((work / "bench" / "run.json").read_text())["points"][-1]
@@ -103,7 +118,7 @@ def run(src: Path, args: argparse.Namespace, work: Path) -> dict:
     for name, pids in (("front", [proc.pid]), ("engine", cores)):
         part = [during(before.get(pid, {}), after[pid]) for pid in pids if pid in after]
         out[name] = {k: sum(p[k] for p in part) for k in part[0]} if part else {}
-        out[name]["full_ms"] = max(1000 * (forced[pid]["forced"] or 0.0) for pid in pids)
+        out[name]["full_ms"] = max(1000 * forced[pid]["forced"] for pid in pids)
     return out
 
 
@@ -162,7 +177,7 @@ def median(runs: list[dict], process: str, key: str) -> float:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=DocHelp)
     p.add_argument("--base", type=Path, help="a worktree of the tree to compare with")
     p.add_argument("--config", default="tiny")
     p.add_argument("--users", type=int, default=64)

@@ -11,7 +11,8 @@ squares on relative error), and each batch is also predicted from a fit to the o
 (leave-one-out: the honest test; with two rates and three points the full fit has one degree of
 freedom).
 
-    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/host_plus_compute.py
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python \\
+        benchmarks/host_plus_compute.py
 
 Prints the CPU, a table and the command; `--json FILE` writes the numbers.
 """
@@ -24,6 +25,7 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -33,6 +35,9 @@ from ttsperf.model.config import CHATTTS, SKELETON, ModelConfig
 from ttsperf.model.pipeline import Pipeline
 from ttsperf.plan.steptime import decode_bytes, decode_flops
 from ttsperf.profile.host import MAX_NEW, MAX_PROMPT, admissions, cpu_info
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_common import DocHelp  # noqa: E402
 
 BATCHES = (1, 16, 64)
 DTYPES = ("fp32", "bf16")
@@ -89,7 +94,7 @@ def predict(rates: tuple[float, float], by: float, fl: float, form: str) -> floa
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=DocHelp)
     ap.add_argument("--steps", type=int, default=10, help="timed steps per point (median)")
     ap.add_argument("--json", help="write the numbers here")
     a = ap.parse_args(argv)

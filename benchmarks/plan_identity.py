@@ -1,11 +1,14 @@
 """Plan JSON before and after a refactor of plan/: run a fixed list of `ttsperf plan` commands into
 a folder with one code tree, again with another, and compare the folders.
 
-    # record (PYTHONPATH picks the tree; the profile is an input, made once and shared)
-    PYTHONPATH=/tmp/base-wt/src .venv/bin/python benchmarks/plan_identity.py run /tmp/plan-base \
+    # record (PYTHONPATH picks the tree; the profile is an input, made once
+    # and shared)
+    PYTHONPATH=/tmp/base-wt/src .venv/bin/python benchmarks/plan_identity.py \\
+        run /tmp/plan-base --profile /tmp/plan-base/prof.json
+    .venv/bin/python benchmarks/plan_identity.py run /tmp/plan-new \\
         --profile /tmp/plan-base/prof.json
-    .venv/bin/python benchmarks/plan_identity.py run /tmp/plan-new --profile /tmp/plan-base/prof.json
-    .venv/bin/python benchmarks/plan_identity.py compare /tmp/plan-base /tmp/plan-new
+    .venv/bin/python benchmarks/plan_identity.py \\
+        compare /tmp/plan-base /tmp/plan-new
 
 Only run-specific fields are removed before comparing: a plan's `created` timestamp and its
 `ttsperf_version` (a dev build's version carries the commit).
@@ -19,6 +22,9 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _bench_common import DocHelp  # noqa: E402
 
 RUN_SPECIFIC = ("created", "ttsperf_version")
 
@@ -121,7 +127,7 @@ def _compare(base: Path, new: Path) -> int:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=DocHelp)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the commands into a folder")
     r.add_argument("out", type=Path)

@@ -1,7 +1,9 @@
 """How long `ttsperf plan` takes: this tree against another checkout, side by side, alternating.
 
-    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/plan_speed.py --base /tmp/plan-base-wt
-    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/plan_speed.py --base /tmp/plan-base-wt \
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python \\
+        benchmarks/plan_speed.py --base /tmp/plan-base-wt
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python \\
+        benchmarks/plan_speed.py --base /tmp/plan-base-wt \\
         --args "--scenario realtime --streams 100" --runs 5
 
 (`git worktree add /tmp/plan-base-wt COMMIT` makes the base.) Each run is the whole command as a
@@ -27,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import machine  # noqa: E402
+from _bench_common import DocHelp, machine  # noqa: E402
 
 
 def run(tree: Path, args: list[str], out: Path) -> float:
@@ -52,7 +54,7 @@ def capacities(path: Path) -> dict[str, dict[str, float]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=DocHelp)
     ap.add_argument(
         "--base", type=Path, required=True, help="another checkout (git worktree) to compare with"
     )

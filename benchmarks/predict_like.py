@@ -1,8 +1,10 @@
 """Does `plan --predict --like RUN` predict the bench run it is like? The commands a user types.
 
-    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/predict_like.py
-    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/predict_like.py --streams 64 \
-        --requests 192 --max-batch 64 [--think-time 0] [--text-set mixed] [--bracket]
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python \\
+        benchmarks/predict_like.py
+    flock -x /tmp/ttsperf-cpu.lock .venv/bin/python \\
+        benchmarks/predict_like.py --streams 64 --requests 192 --max-batch 64 \\
+        [--think-time 0] [--text-set mixed] [--bracket]
 
 1. `ttsperf profile --synthetic --config tiny` of this CPU at batches up to the server's max batch,
    pinned to the server's CPU with its torch threads;
@@ -35,7 +37,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _bench_common import machine, wait_ready  # noqa: E402
+from _bench_common import DocHelp, machine, wait_ready  # noqa: E402
 
 from ttsperf.cli.demo_serving import free_port, stop_server  # noqa: E402
 
@@ -66,7 +68,7 @@ def server_means(url: str) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=DocHelp)
     ap.add_argument("--streams", type=int, default=64)
     ap.add_argument("--requests", type=int, default=192)
     ap.add_argument("--max-batch", type=int, default=64)
