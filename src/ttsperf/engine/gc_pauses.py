@@ -58,11 +58,7 @@ class GcPauses:
 
     def snapshot(self) -> dict:
         """Picklable: {"seconds": {generation: Histogram}, "collected": {...}, "frozen": objects}."""
-        seconds = {}
-        for g, h in self.seconds.items():
-            kept = Histogram(h.buckets)
-            kept.counts, kept.total, kept.n = list(h.counts), h.total, h.n
-            seconds[g] = kept
+        seconds = {g: h.copy() for g, h in self.seconds.items()}
         return {"seconds": seconds, "collected": dict(self.collected), "frozen": gc.get_freeze_count()}
 
 

@@ -20,12 +20,17 @@ class Histogram:
     n: int = 0
 
     def __post_init__(self) -> None:
-        self.counts = [0] * (len(self.buckets) + 1)
+        if not self.counts:
+            self.counts = [0] * (len(self.buckets) + 1)
 
     def observe(self, value: float) -> None:
         self.counts[bisect_left(self.buckets, value)] += 1
         self.total += value
         self.n += 1
+
+    def copy(self) -> Histogram:
+        """A copy that later observations do not change (a snapshot's)."""
+        return Histogram(self.buckets, list(self.counts), self.total, self.n)
 
     def cumulative(self) -> list[tuple[str, int]]:
         """(le, count) pairs as Prometheus expects, ending with +Inf."""
@@ -73,10 +78,7 @@ class EngineStats:
             }
             out["requests"] = dict(self.requests)
             for name in ("step_seconds", "prefill_seconds", "audio_call_seconds", "batch_size"):
-                h: Histogram = getattr(self, name)
-                kept = copy.copy(h)
-                kept.counts = list(h.counts)
-                out[name] = kept
+                out[name] = getattr(self, name).copy()
             return out
 
 
