@@ -5,10 +5,11 @@ compute that hides it on a CPU).
 
     git worktree add /tmp/base-48b02e7 48b02e7
     flock -x /tmp/ttsperf-cpu.lock .venv/bin/python benchmarks/turn_sections.py \\
-        --base /tmp/base-48b02e7 [--clients 24] [--requests 96] [--rounds 3] [--steps-per-turn 1,4]
+        --base /tmp/base-48b02e7 [--clients 24] [--requests 96] [--rounds 3] [--steps-per-turn 1,4] \\
+        [--base-steps-per-turn 4] [--config tiny] [--max-batch 64]
 
 Each tree (its own code through PYTHONPATH, in a process of its own, one torch thread) runs the
-engine in that process on `tiny` (synthetic weights, max batch 64): `--clients` threads each
+engine in that process on `--config` (synthetic weights, `--max-batch`): `--clients` threads each
 submit streamed zh-8s requests back to back until `--requests` are answered. A sink does the core
 process's per-chunk work (int16 PCM: made on the host, or by the audio call where the tree's engine
 can, as the core process has it do) and each turn pickles the turn's chunks, as the core's
@@ -56,7 +57,7 @@ PARTS = [
 ]
 
 
-def inner(clients: int, requests: int, steps: int) -> dict[str, float]:
+def inner(clients: int, requests: int, steps: int, config_name: str, max_batch: int) -> dict[str, float]:
     """In this process (the tree on PYTHONPATH, the compute timer imported first)."""
     import importlib
 
@@ -67,7 +68,7 @@ def inner(clients: int, requests: int, steps: int) -> dict[str, float]:
     from ttsperf.audio import to_pcm16
     from ttsperf.engine.engine import Engine, EngineConfig
     from ttsperf.engine.types import AudioChunk, SynthRequest
-    from ttsperf.model.config import TINY
+    from ttsperf.model.config import get_config
     from ttsperf.model.pipeline import Pipeline
     from ttsperf.model.sampling import SamplingParams
     from ttsperf.textsets import TEXT_SETS
@@ -93,8 +94,8 @@ def inner(clients: int, requests: int, steps: int) -> dict[str, float]:
     more = {"steps_per_turn": steps} if steps > 1 else {}  # a base without the setting: 1
     if "pcm" in EngineConfig.__dataclass_fields__:  # the audio call makes the PCM, as in serve's core
         more["pcm"] = True
-    config = EngineConfig(max_batch=64, max_queue=256, **more)
-    engine = Engine(Pipeline.synthetic_model(TINY, seed=0), config)
+    config = EngineConfig(max_batch=max_batch, max_queue=256, **more)
+    engine = Engine(Pipeline.synthetic_model(get_config(config_name), seed=0), config)
     outbox: list[bytes] = []
 
     def flush() -> None:
@@ -142,29 +143,41 @@ def main() -> None:
     p.add_argument(
         "--base", type=Path, help="a worktree of a tree to compare with (one with the core's sink)"
     )
+    p.add_argument(
+        "--config", default="tiny", help="the model (synthetic weights): tiny, skeleton or chattts"
+    )
+    p.add_argument(
+        "--max-batch", type=int, default=64, help="its KV slots are allocated whole: chattts at 64, ~20 GB"
+    )
     p.add_argument("--clients", type=int, default=24)
     p.add_argument("--requests", type=int, default=96)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument(
         "--steps-per-turn", default="1", help="this tree's engine setting, or several (1,4: a column each)"
     )
+    p.add_argument(
+        "--base-steps-per-turn", default="1", help="the base's setting (1: also a base without it)"
+    )
     p.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.inner:
-        print(json.dumps(inner(args.clients, args.requests, int(args.steps_per_turn))))
+        steps = int(args.steps_per_turn)
+        print(json.dumps(inner(args.clients, args.requests, steps, args.config, args.max_batch)))
         return
     trees = {
         ("this tree" if k == "1" else f"this, {k} a turn"): (ROOT / "src", k)
         for k in args.steps_per_turn.split(",")
     }
     if args.base:
-        trees[f"{args.base.name} (base)"] = (tree_src(args.base), "1")
+        k = args.base_steps_per_turn
+        trees[f"{args.base.name} (base)" + ("" if k == "1" else f", {k} a turn")] = (tree_src(args.base), k)
     found: dict[str, list[dict]] = {name: [] for name in trees}
     for r in range(args.rounds):
         for name, (src, k) in trees.items():
             env = {**os.environ, "PYTHONPATH": f"{HERE / '_compute_timer'}{os.pathsep}{src}"}
             env.update(OMP_NUM_THREADS="1", TTSPERF_COMPUTE_DIR=os.environ.get("TMPDIR", "/tmp"))
             cmd = [sys.executable, __file__, "--inner", "--clients", str(args.clients)]
+            cmd += ["--config", args.config, "--max-batch", str(args.max_batch)]
             cmd += ["--requests", str(args.requests), "--steps-per-turn", k]
             res = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if res.returncode:
@@ -172,8 +185,9 @@ def main() -> None:
             found[name].append(json.loads(res.stdout.strip().splitlines()[-1]))
             print(f"round {r}, {name}: {found[name][-1]['steps']} steps", file=sys.stderr, flush=True)
     names = list(dict.fromkeys(part[3] for part in PARTS)) + ["events: sink (PCM)", "the turn's message"]
-    print(f"tiny, {args.clients} clients, {args.requests} streamed zh-8s requests, one torch thread;\n"
-          f"the engine thread's CPU us per step outside compute, medians of {args.rounds}")  # fmt: skip
+    print(f"{args.config}, max batch {args.max_batch}, {args.clients} clients, {args.requests} streamed\n"
+          f"zh-8s requests, one torch thread; the engine thread's CPU us per step outside compute,\n"
+          f"medians of {args.rounds}")  # fmt: skip
     print("| part | " + " | ".join(trees) + " |")
     print("|---|" + "---|" * len(trees))
     for part in names:

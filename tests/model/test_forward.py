@@ -63,3 +63,19 @@ def test_slot_moves_in_layer_groups_equal_one_copy_of_every_layer(tiny_pipe, mon
     assert torch.equal(whole.k, grouped.k) and torch.equal(whole.v, grouped.v)
     assert torch.equal(whole.k[1][0, :, :9], whole.k[1][3, :, :9])  # the layers' views moved too
     assert not torch.equal(whole.k[1][0, :, 9:], whole.k[1][3, :, 9:])  # past `length`: left
+
+
+def test_slot_moves_copied_slice_by_slice_equal_the_gather_and_scatter(tiny_pipe):
+    """On a CPU, given the moves on the host, each is a slice copy (bytes cost there, not calls):
+    the slots end as the indexed copy leaves them, past `length` included."""
+    gen = torch.Generator().manual_seed(1)
+    indexed, sliced = _slots(tiny_pipe), _slots(tiny_pipe)
+    for slots in (indexed, sliced):
+        slots.k.copy_(torch.randn(slots.k.shape, generator=gen.manual_seed(3)))
+        slots.v.copy_(torch.randn(slots.v.shape, generator=gen.manual_seed(4)))
+    before = sliced.k.clone()
+    src, dst = torch.tensor([3, 2]), torch.tensor([0, 1])
+    indexed.move_many(src, dst, 9)
+    sliced.move_many(src, dst, 9, pairs=[(3, 0), (2, 1)])
+    assert torch.equal(indexed.k, sliced.k) and torch.equal(indexed.v, sliced.v)
+    assert not torch.equal(sliced.k, before)

@@ -48,7 +48,8 @@ def test_chattts_counts_on_meta_are_per_call_and_cover_every_mode():
     assert decode.eager > decode.captured_region > decode.compiled_region > 20 * 10  # 20 layers
     assert 0 < decode.outside_graph < 10  # padding writes and the one host copy
     audio = H.count_audio(r, 2)
-    assert audio.eager == audio.captured_region + audio.outside_graph and audio.outside_graph == 2
+    # outside the graph, the index's one copy to the device (built in NumPy: no torch op)
+    assert audio.eager == audio.captured_region + audio.outside_graph and audio.outside_graph == 1
     point = H.point("audio", 2, (None, None), None, audio)
     assert point.modes["cuda_graphs"].graph_nodes.value == audio.captured_region
 

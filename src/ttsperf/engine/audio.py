@@ -249,7 +249,9 @@ class BatchedAudio:
         """The call's plan and `synthesize`'s arguments (the index copied to the device in a copy
         that does not wait for it)."""
         p = self.plan(windows)
-        (index,) = to_device(hidden.device, torch.tensor([p.slots, p.first, p.count, p.lo, p.frames]))
+        # through NumPy: torch.tensor reads nested lists element by element, 3x as long here
+        rows = np.array([p.slots, p.first, p.count, p.lo, p.frames], dtype=np.int64)
+        (index,) = to_device(hidden.device, torch.from_numpy(rows))
         steps, frames = max(p.count), max(p.frames)
         if self.compiled:  # the padding is masked; at 1 a compiled call would take a graph of its own
             steps, frames = max(2, steps), max(2, frames)

@@ -26,8 +26,8 @@ from ttsperf.model.sampling import RowParams
 from ttsperf.model.step import Rows
 from ttsperf.model.transfer import to_device
 
-# (src, dst on the device, dst on the host)
-AlsoMove = Callable[[torch.Tensor, torch.Tensor, np.ndarray], None]
+# (src, dst on the device, the movers' furthest position, the same moves on the host)
+AlsoMove = Callable[[torch.Tensor, torch.Tensor, int, list[tuple[int, int]]], None]
 
 
 @dataclass
@@ -171,8 +171,10 @@ class BatchState(Rows):
 
     def compact(self, leaving: np.ndarray, also: AlsoMove | None = None) -> list[tuple[int, int]]:
         """Drop the rows in `leaving` (slot indices); move the last staying rows into the holes;
-        `also(src, dst, holes)` moves the caller's per-slot device data (the KV slots) with the
-        same index tensors, once the host mirror has moved (`holes`: dst on the host).
+        `also(src, dst, positions, moves)` moves the caller's per-slot device data (the KV slots)
+        with the same index tensors or the same (src, dst) moves (`positions`: the movers'
+        furthest, from the host's own count: what they have written, a step launched and not read
+        included).
         -> the (src, dst) moves, for the caller's own per-slot data (the scheduler's rows)."""
         b = self.size
         gone = np.zeros(b, bool)
@@ -185,11 +187,12 @@ class BatchState(Rows):
             # one packed copy that does not wait for the device (a pageable host-to-device copy,
             # torch.as_tensor(..., device=), synchronizes the stream)
             src, dst = to_device(self.device, torch.from_numpy(movers), torch.from_numpy(holes))
-            self.move(src, dst)
+            furthest = int(self.host.positions[movers].max())
+            self.move(src, dst, furthest)
             for column in self._host_columns:
                 column[holes] = column[movers]
             if also is not None:
-                also(src, dst, holes)
+                also(src, dst, furthest, moves)
         for status in self.sent:  # a status in flight still has the rows where they were
             slots = status.slot_map(b)
             slots[holes] = slots[movers]

@@ -283,13 +283,8 @@ class Runner:
     def remove(self, leaving: list[int]) -> list[tuple[int, int]]:
         """Drop rows, keeping slots 0..B-1 dense -> the (src, dst) moves made. No host read: the
         moves' index tensors go in one copy that does not wait for the device, and the KV slots
-        move with the batch's tensors."""
-        positions = self.state.host.positions
-
-        def move_kv(src: torch.Tensor, dst: torch.Tensor, holes: np.ndarray) -> None:
-            self.slots.move_many(src, dst, int(positions[holes].max()))  # the movers' (moved already)
-
-        return self.state.compact(np.asarray(leaving, dtype=np.int64), move_kv)
+        move with the batch's tensors, each as far as the movers have written."""
+        return self.state.compact(np.asarray(leaving, dtype=np.int64), self.slots.move_many)
 
     def truncate(self, size: int) -> None:
         """Keep rows 0..size-1 (out of memory, or a failure that answered every row)."""

@@ -147,10 +147,15 @@ class Rows:
             self.history, *p.fields(), self.hidden,
         ]  # fmt: skip
 
-    def move(self, src: torch.Tensor, dst: torch.Tensor) -> None:
-        """Rows src[i] into slots dst[i], every per-row tensor at once (src and dst disjoint)."""
-        for t in (self._row_bytes, self.codes, self.positions, self.hidden):
+    def move(self, src: torch.Tensor, dst: torch.Tensor, positions: int | None = None) -> None:
+        """Rows src[i] into slots dst[i], every per-row tensor at once (src and dst disjoint).
+        `positions`: the movers' furthest position; their hidden states move only that far. A row
+        keeps one state per step, and each step moves it one position past its prompt, so it has
+        written none beyond (a whole row's are 6.3 MB on chattts at the default max new tokens)."""
+        for t in (self._row_bytes, self.codes, self.positions):
             t[dst] = t[src]
+        kept = self.hidden[:, :positions]
+        kept[dst] = kept[src]
 
     def rows(self, sl: slice) -> RowParams:
         return RowParams(*(t[sl] for t in self.params.fields()))
