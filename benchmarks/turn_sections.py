@@ -144,7 +144,7 @@ def main() -> None:
         "--base", type=Path, help="a worktree of a tree to compare with (one with the core's sink)"
     )
     p.add_argument(
-        "--config", default="tiny", help="the model (synthetic weights): tiny, skeleton or chattts"
+        "--config", default="tiny", choices=("tiny", "skeleton", "chattts"), help="the model (synthetic)"
     )
     p.add_argument(
         "--max-batch", type=int, default=64, help="its KV slots are allocated whole: chattts at 64, ~20 GB"

@@ -48,7 +48,8 @@ def test_slot_move_keeps_a_row_intact(tiny_pipe):
 
 
 def test_slot_moves_in_layer_groups_equal_one_copy_of_every_layer(tiny_pipe, monkeypatch):
-    """A move bounded to a layer at a time (MOVE_BYTES) leaves the slots as one over every layer."""
+    """The card's moves (a gather and a scatter), bounded to a layer at a time (MOVE_BYTES), leave
+    the slots as one over every layer."""
     from ttsperf.model import kv
 
     gen = torch.Generator().manual_seed(1)
@@ -57,9 +58,9 @@ def test_slot_moves_in_layer_groups_equal_one_copy_of_every_layer(tiny_pipe, mon
         slots.k.copy_(torch.randn(slots.k.shape, generator=gen.manual_seed(3)))
         slots.v.copy_(torch.randn(slots.v.shape, generator=gen.manual_seed(4)))
     src, dst = torch.tensor([3, 2]), torch.tensor([0, 1])
-    whole.move_many(src, dst, 9)
+    whole._gather_scatter(src, dst, 9)
     monkeypatch.setattr(kv, "MOVE_BYTES", 1)  # one layer per group
-    grouped.move_many(src, dst, 9)
+    grouped._gather_scatter(src, dst, 9)
     assert torch.equal(whole.k, grouped.k) and torch.equal(whole.v, grouped.v)
     assert torch.equal(whole.k[1][0, :, :9], whole.k[1][3, :, :9])  # the layers' views moved too
     assert not torch.equal(whole.k[1][0, :, 9:], whole.k[1][3, :, 9:])  # past `length`: left
@@ -67,7 +68,7 @@ def test_slot_moves_in_layer_groups_equal_one_copy_of_every_layer(tiny_pipe, mon
 
 def test_slot_moves_copied_slice_by_slice_equal_the_gather_and_scatter(tiny_pipe):
     """On a CPU, given the moves on the host, each is a slice copy (bytes cost there, not calls):
-    the slots end as the indexed copy leaves them, past `length` included."""
+    the slots end as the card's gather and scatter leave them, past `length` included."""
     gen = torch.Generator().manual_seed(1)
     indexed, sliced = _slots(tiny_pipe), _slots(tiny_pipe)
     for slots in (indexed, sliced):
@@ -75,7 +76,7 @@ def test_slot_moves_copied_slice_by_slice_equal_the_gather_and_scatter(tiny_pipe
         slots.v.copy_(torch.randn(slots.v.shape, generator=gen.manual_seed(4)))
     before = sliced.k.clone()
     src, dst = torch.tensor([3, 2]), torch.tensor([0, 1])
-    indexed.move_many(src, dst, 9)
-    sliced.move_many(src, dst, 9, pairs=[(3, 0), (2, 1)])
+    indexed._gather_scatter(src, dst, 9)
+    sliced.move_many(src, dst, 9, moves=[(3, 0), (2, 1)])
     assert torch.equal(indexed.k, sliced.k) and torch.equal(indexed.v, sliced.v)
     assert not torch.equal(sliced.k, before)

@@ -172,9 +172,9 @@ class BatchState(Rows):
     def compact(self, leaving: np.ndarray, also: AlsoMove | None = None) -> list[tuple[int, int]]:
         """Drop the rows in `leaving` (slot indices); move the last staying rows into the holes;
         `also(src, dst, positions, moves)` moves the caller's per-slot device data (the KV slots)
-        with the same index tensors or the same (src, dst) moves (`positions`: the movers'
-        furthest, from the host's own count: what they have written, a step launched and not read
-        included).
+        with the same index tensors, or the same (src, dst) moves on the host (`positions`: the
+        movers' furthest, from the host's own count: what they have written, a step launched and
+        not read included).
         -> the (src, dst) moves, for the caller's own per-slot data (the scheduler's rows)."""
         b = self.size
         gone = np.zeros(b, bool)

@@ -3,7 +3,8 @@
 Rows of the running batch occupy slots 0..B-1 contiguously, so a decode step reads
 `k[:B, :, :L]` as a view. When rows leave, the last rows move into their slots, which keeps the
 batch dense without per-step gathers. Every layer's K (and V) is a view of one tensor, so a step's
-moves are one indexed copy for all layers, not one per layer (chattts: 4 device calls, not 80).
+moves are one indexed copy for all layers, not one per layer (chattts: 4 device calls, not 80);
+on a CPU, where a copy costs its bytes rather than its launch, one slice copy per move.
 """
 
 from __future__ import annotations
@@ -105,22 +106,27 @@ class KVSlots:
         src: torch.Tensor,
         dst: torch.Tensor,
         length: int,
-        pairs: Sequence[tuple[int, int]] | None = None,
+        moves: Sequence[tuple[int, int]] | None = None,
     ) -> None:
-        """Copy slots src[i]'s first `length` positions into slots dst[i], every layer at once (a
-        gather, then a scatter). The gather's copy is bounded (MOVE_BYTES) by moving the layers
-        in groups: the caching allocator keeps it for the next moves.
+        """Copy slots src[i]'s first `length` positions into slots dst[i], every layer at once.
 
-        On a CPU, with the same moves as (src, dst) on the host (`pairs`), each is one slice copy
-        of K and one of V instead. There a copy costs its bytes, and a gather then a scatter copy
-        every byte twice, through a buffer: a chattts row at 300 positions (37 MB) moved in 4.1 ms
-        against 16.3, at 600 in 7.3 against 72.8 (benchmarks/kv_moves.py). On a card a copy costs
-        its launch, so the moves there stay two calls whatever their number."""
-        if pairs is not None and self.k.device.type == "cpu":
-            for s, d in pairs:
-                for t in (self.k, self.v):
-                    t[:, d, :, :length].copy_(t[:, s, :, :length])
+        On a card a copy costs its launch: one gather, then one scatter, for all the moves
+        (`_gather_scatter`). On a CPU a copy costs its bytes, and a gather then a scatter copy every
+        byte twice, through a buffer: there, given the same moves as the host's (src, dst) pairs
+        (`moves`; read off the index tensors they would be a device read on a card), each is one
+        slice copy of K and one of V (a chattts row at 300 positions, 37 MB, moved in 3.7-4.1 ms
+        against 9.7-16.3; at 600 in 7.0-7.3 against 50-73: benchmarks/kv_moves.py)."""
+        if moves is None or self.k.device.type != "cpu":
+            self._gather_scatter(src, dst, length)
             return
+        for s, d in moves:
+            for t in (self.k, self.v):
+                t[:, d, :, :length].copy_(t[:, s, :, :length])
+
+    def _gather_scatter(self, src: torch.Tensor, dst: torch.Tensor, length: int) -> None:
+        """`move_many` as two calls per K and V group of layers, however many moves. The gather's
+        copy is bounded (MOVE_BYTES) by moving the layers in groups: the caching allocator keeps
+        it for the next moves."""
         layers, _, heads, _, head_dim = self.k.shape
         per_layer = src.numel() * heads * length * head_dim * self.k.element_size()
         group = max(1, MOVE_BYTES // max(1, per_layer))

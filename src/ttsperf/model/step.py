@@ -147,7 +147,7 @@ class Rows:
             self.history, *p.fields(), self.hidden,
         ]  # fmt: skip
 
-    def move(self, src: torch.Tensor, dst: torch.Tensor, positions: int | None = None) -> None:
+    def move(self, src: torch.Tensor, dst: torch.Tensor, positions: int) -> None:
         """Rows src[i] into slots dst[i], every per-row tensor at once (src and dst disjoint).
         `positions`: the movers' furthest position; their hidden states move only that far. A row
         keeps one state per step, and each step moves it one position past its prompt, so it has
